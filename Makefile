@@ -1,0 +1,53 @@
+# loopwatch — every target bootstraps what it needs (virtualenv, packages) on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install test test-unit test-integration lint fmt schemas schemas-check run replay-example bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-unit: install
+	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+test-integration: install
+	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check streams schemas tests bench
+	$(BIN)/ruff format --check streams schemas tests bench
+	$(BIN)/mypy
+
+fmt: install
+	$(BIN)/ruff format streams schemas tests bench
+	$(BIN)/ruff check --fix streams schemas tests bench
+
+schemas: install
+	$(BIN)/python -m schemas.generate
+
+schemas-check: install
+	$(BIN)/python -m schemas.generate --check
+
+replay-example: install
+	$(BIN)/loopwatch replay --events examples/events.jsonl --config examples/openclaw.json5
+
+run: install
+	$(BIN)/python -m streams.demo
+
+bench: install
+	$(BIN)/python bench/core_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts
