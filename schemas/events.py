@@ -1,0 +1,214 @@
+"""Event records on ``loopwatch.events`` (design.md §3): the wire contract gateways produce.
+
+The models validate the shape only; they never hash or interpret arguments. Unknown fields are ignored so
+that gateways can add fields before loopwatch knows them, but ``type`` must be one loopwatch understands and
+``version`` must not be newer than :data:`CURRENT_EVENT_VERSION` (the decoder checks both before these
+models run, so it can report precise reasons).
+
+``args`` may be JSON ``null`` and that is a *present* value (Resolved point 9): use :attr:`has_args`
+(backed by ``model_fields_set``), never ``args is None``, to tell "absent" from "null".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    WithJsonSchema,
+    model_validator,
+)
+
+CURRENT_EVENT_VERSION = 1
+EVENT_TYPES: tuple[str, ...] = ("tool_call", "tool_result", "compaction_retry")
+
+_HEX64 = r"^[0-9a-f]{64}$"
+_RESULT_HASH = r"^(error:)?[0-9a-f]{64}$"
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def ts_to_epoch_ms(ts: str | int | float) -> float:
+    """Epoch milliseconds of an event timestamp as sent (RFC 3339 text or epoch ms number).
+
+    Raises ``ValueError`` for text that is not RFC 3339 (with an offset) or a non-finite number.
+    """
+    if isinstance(ts, str):
+        if _RFC3339.fullmatch(ts) is None:
+            raise ValueError("ts must be an RFC 3339 date-time with offset or epoch milliseconds")
+        text = ts.upper()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        dot = text.find(".")
+        if dot != -1:  # fromisoformat keeps at most microseconds; RFC 3339 allows any precision
+            end = dot + 1
+            while end < len(text) and text[end].isdigit():
+                end += 1
+            text = text[:dot] + text[dot : min(end, dot + 7)] + text[end:]
+        try:
+            return datetime.fromisoformat(text).timestamp() * 1000.0
+        except ValueError:
+            raise ValueError("ts is not a valid calendar date-time") from None
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        raise ValueError("ts must be an RFC 3339 string or epoch milliseconds")
+    value = float(ts)
+    if not math.isfinite(value):
+        raise ValueError("ts must be finite")
+    return value
+
+
+def _validate_ts(value: object) -> str | int | float:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError("ts must be an RFC 3339 string or epoch milliseconds")
+    ts_to_epoch_ms(value)
+    return value
+
+
+Timestamp = Annotated[
+    str | int | float,
+    PlainValidator(_validate_ts),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}],
+            "description": "RFC 3339 date-time with offset, or epoch milliseconds; kept as sent.",
+        }
+    ),
+]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+ArgsHash = Annotated[str, Field(pattern=_HEX64)]
+ResultHash = Annotated[str, Field(pattern=_RESULT_HASH)]
+
+_MODEL_CONFIG = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+def _drop_args_default(schema: dict[str, Any]) -> None:
+    """``args`` has a Python default only to detect absence; on the wire it has none."""
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        args = props.get("args")
+        if isinstance(args, dict):
+            args.pop("default", None)
+            args["description"] = "Raw tool arguments (any JSON, null included). Exclusive with args_hash."
+
+
+def _args_xor_schema(schema: dict[str, Any]) -> None:
+    _drop_args_default(schema)
+    schema["oneOf"] = [
+        {"required": ["args"], "properties": {"args_hash": {"type": "null"}}},
+        {
+            "required": ["args_hash"],
+            "not": {"required": ["args"]},
+            "properties": {"args_hash": {"type": "string"}},
+        },
+    ]
+
+
+def _tool_result_schema(schema: dict[str, Any]) -> None:
+    _args_xor_schema(schema)
+    schema["anyOf"] = [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+        for name in ("error", "result", "result_hash")
+    ]
+
+
+class EventBase(BaseModel):
+    """Fields common to every event record."""
+
+    model_config = _MODEL_CONFIG
+
+    event_id: NonEmptyStr
+    gateway_id: str
+    agent_id: str = "main"
+    session_id: NonEmptyStr
+    run_id: str | None = None
+    ts: Timestamp
+    version: Annotated[
+        int, Field(ge=1, description="Event schema version; loopwatch rejects versions newer than it knows.")
+    ] = CURRENT_EVENT_VERSION
+
+    def ts_ms(self) -> float:
+        """Event time as epoch milliseconds (for latency and TTL only, never for decisions)."""
+        return ts_to_epoch_ms(self.ts)
+
+    @property
+    def dedup_key(self) -> str:
+        """``(gateway_id, event_id)`` joined by NUL: the de-duplication key of design.md §3."""
+        return self.gateway_id + "\x00" + self.event_id
+
+
+class _ToolFields(EventBase):
+    tool: NonEmptyStr
+    call_id: str | None = None
+    args: Any = None
+    args_hash: ArgsHash | None = None
+
+    @property
+    def has_args(self) -> bool:
+        """True when raw ``args`` were sent, even as JSON ``null``."""
+        return "args" in self.model_fields_set
+
+    @model_validator(mode="after")
+    def _exactly_one_args(self) -> _ToolFields:
+        has_args = "args" in self.model_fields_set
+        if has_args == (self.args_hash is not None):
+            raise ValueError("exactly one of args and args_hash is required")
+        return self
+
+
+class ToolCallEvent(_ToolFields):
+    """A tool call, optionally with its outcome inline ("detect, then record the outcome")."""
+
+    model_config = ConfigDict(json_schema_extra=_args_xor_schema)
+
+    type: Literal["tool_call"]
+    result: Any = None
+    error: str | None = None
+    result_hash: ResultHash | None = None
+    unknown_tool_name: str | None = None
+
+    @property
+    def has_outcome(self) -> bool:
+        """Whether an inline outcome is present (``null`` fields mean "no outcome", Resolved point 9)."""
+        return self.error is not None or self.result is not None or self.result_hash is not None
+
+
+class ToolResultEvent(_ToolFields):
+    """The outcome of an earlier call; attaches to that call's pending record."""
+
+    model_config = ConfigDict(json_schema_extra=_tool_result_schema)
+
+    type: Literal["tool_result"]
+    result: Any = None
+    error: str | None = None
+    result_hash: ResultHash | None = None
+    unknown_tool_name: str | None = None
+
+    @model_validator(mode="after")
+    def _has_outcome(self) -> ToolResultEvent:
+        if self.error is None and self.result is None and self.result_hash is None:
+            raise ValueError("one of result, error or result_hash must be non-null")
+        return self
+
+
+class CompactionRetryEvent(EventBase):
+    """A successful compaction before a retry: arms the post-compaction guard of its scope key."""
+
+    type: Literal["compaction_retry"]
+
+
+Event: TypeAlias = Annotated[
+    ToolCallEvent | ToolResultEvent | CompactionRetryEvent,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[ToolCallEvent | ToolResultEvent | CompactionRetryEvent] = TypeAdapter(Event)
+EVENT_MODELS: dict[str, type[ToolCallEvent] | type[ToolResultEvent] | type[CompactionRetryEvent]] = {
+    "tool_call": ToolCallEvent,
+    "tool_result": ToolResultEvent,
+    "compaction_retry": CompactionRetryEvent,
+}

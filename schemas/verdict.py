@@ -1,0 +1,77 @@
+"""Verdict records on ``loopwatch.verdicts`` (design.md §4).
+
+``verdict_id`` is a pure function of the triggering event and the decision, so a verdict re-published after a
+crash or rebalance carries the same id and consumers can de-duplicate it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+
+CURRENT_VERDICT_VERSION = 1
+
+DecisionName = Literal["warning", "block", "abort"]
+DetectorId = Literal[
+    "generic_repeat",
+    "known_poll_no_progress",
+    "ping_pong",
+    "unknown_tool_repeat",
+    "global_circuit_breaker",
+    "compaction_loop_persisted",
+]
+
+
+def verdict_id(gateway_id: str, event_id: str, decision: str, detector: str) -> str:
+    """Deterministic verdict id: sha256 over the canonical JSON array of the four parts, 32 hex chars.
+
+    A JSON array (not a joined string) keeps the encoding unambiguous whatever the parts contain.
+    """
+    canonical = orjson.dumps([gateway_id, event_id, decision, detector])
+    return hashlib.sha256(canonical).hexdigest()[:32]
+
+
+class SourceRef(BaseModel):
+    """Where the triggering event was read: the Kafka coordinates, all null for a file replay."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    topic: str | None = None
+    partition: Annotated[int, Field(ge=0)] | None = None
+    offset: Annotated[int, Field(ge=0)] | None = None
+
+
+class Verdict(BaseModel):
+    """One published decision about one event (warning, block or guard abort)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    verdict_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+    decision: DecisionName
+    detector: DetectorId
+    count: StrictInt
+    threshold: StrictInt
+    gateway_id: str
+    agent_id: str
+    session_id: str
+    run_id: str | None = None
+    tool: str | None = None
+    call_id: str | None = None
+    event_id: str
+    paired_tool: str | None = None
+    message: str
+    source: SourceRef = Field(default_factory=SourceRef)
+    event_ts: str | StrictInt | StrictFloat | None = Field(
+        default=None, description="The triggering event's ts as it was sent (RFC 3339 text or epoch ms)."
+    )
+    config_hash: str
+    version: StrictInt = CURRENT_VERDICT_VERSION
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _no_source(cls, value: object) -> object:
+        """A file replay has no Kafka coordinates: ``None`` becomes the all-null reference."""
+        return SourceRef() if value is None else value
