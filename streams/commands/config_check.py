@@ -1,0 +1,100 @@
+"""``loopwatch config check FILE``: show what an OpenClaw config means to loop detection, per agent.
+
+OpenClaw silently falls back and clamps; this command makes every such adjustment visible and lets CI fail on
+it. Exit status: 0 nothing adjusted, 1 something adjusted or ignored (warnings on stderr), 2 unreadable or
+unparseable file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from streams.config_file import (
+    ConfigFileError,
+    LoadedConfig,
+    format_value,
+    format_warning,
+    load_openclaw_config,
+)
+
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("enabled", "enabled"),
+    ("history", "historySize"),
+    ("warn", "warningThreshold"),
+    ("crit", "criticalThreshold"),
+    ("unknown", "unknownToolThreshold"),
+    ("global", "globalCircuitBreakerThreshold"),
+    ("generic", "detectors.genericRepeat"),
+    ("poll", "detectors.knownPollNoProgress"),
+    ("pingpong", "detectors.pingPong"),
+    ("guard", "postCompactionGuard.enabled"),
+    ("window", "postCompactionGuard.windowSize"),
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``config`` with its ``check`` sub-command."""
+    config = subparsers.add_parser("config", help="inspect OpenClaw loop-detection config")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser(
+        "check",
+        help="resolve tools.loopDetection per agent and report every adjusted value",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("file", metavar="FILE", help="OpenClaw config file (JSON5)")
+    check.add_argument("--json", action="store_true", help="print the resolved configs as JSON")
+    check.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        loaded = load_openclaw_config(args.file)
+    except ConfigFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(_as_json(loaded), indent=2, sort_keys=False))
+    else:
+        print(_table(loaded))
+    for warning in loaded.warnings:
+        print(format_warning(warning), file=sys.stderr)
+    return 1 if loaded.warnings else 0
+
+
+def _as_json(loaded: LoadedConfig) -> dict[str, object]:
+    resolved = loaded.resolved()
+    return {
+        "file": loaded.path,
+        "config_hash": loaded.config_hash,
+        "default": resolved["default"],
+        "agents": resolved["agents"],
+        "warnings": [
+            {"path": w.path, "message": w.message, "value_used": w.value_used} for w in loaded.warnings
+        ],
+    }
+
+
+def _cell(config: dict[str, object], dotted: str) -> str:
+    value: object = config
+    for part in dotted.split("."):
+        assert isinstance(value, dict)
+        value = value[part]
+    return format_value(value)
+
+
+def _table(loaded: LoadedConfig) -> str:
+    rows = [["agent", *(name for name, _ in _COLUMNS)]]
+    resolved = loaded.resolved()
+    entries: list[tuple[str, dict[str, object]]] = [("(default)", resolved["default"])]
+    agents = resolved["agents"]
+    entries.extend((agent_id, config) for agent_id, config in agents.items() if isinstance(config, dict))
+    for label, config in entries:
+        rows.append([label, *(_cell(config, dotted) for _, dotted in _COLUMNS)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.append(f"config_hash {loaded.config_hash}")
+    return "\n".join(lines)

@@ -1,0 +1,263 @@
+"""Loading an OpenClaw config file (JSON5) into per-agent :class:`LoopConfig` values.
+
+The I/O shell around :mod:`streams.detection.config`: it finds ``tools.loopDetection`` and every
+``agents.list[].tools.loopDetection``, resolves them all once (so a file's warnings are known at start-up,
+not when an agent first shows up), and answers per-event look-ups from a memo. Only an unreadable or
+unparseable file is an error; everything else becomes a warning (Resolved point 6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import json5
+
+from streams.detection.config import (
+    DEFAULT_AGENT_ID,
+    GLOBAL_BLOCK_PATH,
+    ConfigWarning,
+    js_trim,
+    loop_config_to_dict,
+    normalize_agent_id,
+    resolve_loop_config,
+)
+from streams.detection.types import LoopConfig
+
+_JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
+
+
+class ConfigFileError(Exception):
+    """The config file cannot be read or parsed. ``line``/``column`` are 1-based when known."""
+
+    def __init__(self, path: str, message: str, line: int | None = None, column: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        self.reason = message
+        where = f"{path}:{line}:{column}" if line is not None and column is not None else path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentBlock:
+    """One ``agents.list[index]`` entry: normalised id and raw ``tools.loopDetection`` (None if absent)."""
+
+    agent_id: str
+    index: int
+    block: object
+
+    @property
+    def path(self) -> str:
+        return f"agents.list[{self.index}].tools.loopDetection"
+
+
+class LoadedConfig:
+    """Every agent's resolved loop-detection config from one OpenClaw config, plus the file's warnings."""
+
+    def __init__(
+        self,
+        global_block: object = None,
+        agents: Iterable[AgentBlock] = (),
+        *,
+        path: str | None = None,
+        extra_warnings: Iterable[ConfigWarning] = (),
+    ) -> None:
+        self.path = path
+        self.global_block = global_block
+        self.agents: tuple[AgentBlock, ...] = tuple(agents)
+        self.default_config, global_warnings = resolve_loop_config(global_block, None)
+        collected: list[ConfigWarning] = [*extra_warnings, *global_warnings]
+        self._by_id: dict[str, LoopConfig] = {}
+        for agent in self.agents:
+            if agent.agent_id in self._by_id:
+                continue  # the first entry with an id wins, like OpenClaw's lookup
+            config, agent_warnings = resolve_loop_config(global_block, agent.block, agent_path=agent.path)
+            self._by_id[agent.agent_id] = config
+            collected.extend(agent_warnings)
+        self.warnings: tuple[ConfigWarning, ...] = tuple(_dedupe(collected))
+        self._memo: dict[str | None, LoopConfig] = {}
+        self.config_hash = _config_hash(self.default_config, self._by_id)
+
+    @classmethod
+    def default(cls) -> LoadedConfig:
+        """No config file: OpenClaw defaults for every agent (rolling detection off, guard on)."""
+        return cls()
+
+    @classmethod
+    def from_document(cls, document: object, *, path: str | None = None) -> LoadedConfig:
+        """Build from an already-parsed OpenClaw config object (the top level of the file)."""
+        warnings: list[ConfigWarning] = []
+        global_block = None
+        agents: list[AgentBlock] = []
+        if not isinstance(document, dict):
+            warnings.append(ConfigWarning("(root)", "the config is not an object; ignored", None))
+            return cls(None, (), path=path, extra_warnings=warnings)
+        tools = document.get("tools")
+        if isinstance(tools, dict):
+            global_block = tools.get("loopDetection")
+        elif tools is not None:
+            warnings.append(ConfigWarning("tools", "not an object; ignored", None))
+        agents_section = document.get("agents")
+        agent_list = agents_section.get("list") if isinstance(agents_section, dict) else None
+        if agents_section is not None and not isinstance(agents_section, dict):
+            warnings.append(ConfigWarning("agents", "not an object; ignored", None))
+        elif agent_list is not None and not isinstance(agent_list, list):
+            warnings.append(ConfigWarning("agents.list", "not an array; ignored", None))
+        elif isinstance(agent_list, list):
+            agents = _agent_blocks(agent_list, warnings)
+        return cls(global_block, agents, path=path, extra_warnings=warnings)
+
+    @property
+    def agent_ids(self) -> tuple[str, ...]:
+        """The listed agents' normalised ids, in file order (duplicates removed)."""
+        return tuple(self._by_id)
+
+    def for_agent(self, agent_id: str | None = None) -> LoopConfig:
+        """The resolved config of an agent; unlisted agents get the global resolution (memoised)."""
+        config = self._memo.get(agent_id)
+        if config is None:
+            config = self._by_id.get(normalize_agent_id(agent_id), self.default_config)
+            if len(self._memo) < 4096:  # bounded: agent ids come from the event stream
+                self._memo[agent_id] = config
+        return config
+
+    def resolved(self) -> dict[str, dict[str, object]]:
+        """The resolved configs in OpenClaw key names: the global default, then each listed agent."""
+        return _resolved_document(self.default_config, self._by_id)
+
+
+def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> list[AgentBlock]:
+    agents: list[AgentBlock] = []
+    first_index: dict[str, int] = {}
+    for index, entry in enumerate(agent_list):
+        if not isinstance(entry, dict):
+            continue
+        tools = entry.get("tools")
+        has_block = isinstance(tools, dict) and "loopDetection" in tools
+        if tools is not None and not isinstance(tools, dict):
+            warnings.append(ConfigWarning(f"agents.list[{index}].tools", "not an object; ignored", None))
+        raw_id = entry.get("id")
+        if not isinstance(raw_id, str) or not js_trim(raw_id):
+            if has_block:
+                warnings.append(
+                    ConfigWarning(
+                        f"agents.list[{index}].id",
+                        "missing or not a non-empty string; this entry's tools.loopDetection is ignored",
+                        None,
+                    )
+                )
+            continue
+        agent_id = normalize_agent_id(raw_id)
+        if agent_id in first_index:
+            if has_block:
+                warnings.append(
+                    ConfigWarning(
+                        f"agents.list[{index}].id",
+                        f"duplicate of agents.list[{first_index[agent_id]}] (agent {agent_id!r}); "
+                        "this entry's tools.loopDetection is ignored",
+                        None,
+                    )
+                )
+            continue
+        first_index[agent_id] = index
+        block = tools.get("loopDetection") if isinstance(tools, dict) else None
+        agents.append(AgentBlock(agent_id, index, block))
+    return agents
+
+
+def format_value(value: object) -> str:
+    """A resolved value in JSON5 spelling (``true``, ``42``); ``None`` (ignored) is ``nothing``."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def format_warning(warning: ConfigWarning) -> str:
+    """``warning: <path>: <message> (using <value>)``, the one line format for config warnings."""
+    return f"warning: {warning.path}: {warning.message} (using {format_value(warning.value_used)})"
+
+
+def _dedupe(warnings: Iterable[ConfigWarning]) -> list[ConfigWarning]:
+    seen: set[tuple[str, str, str]] = set()
+    out: list[ConfigWarning] = []
+    for warning in warnings:
+        key = (warning.path, warning.message, repr(warning.value_used))
+        if key not in seen:
+            seen.add(key)
+            out.append(warning)
+    return out
+
+
+def _resolved_document(default: LoopConfig, agents: dict[str, LoopConfig]) -> dict[str, dict[str, object]]:
+    return {
+        "default": loop_config_to_dict(default),
+        "agents": {agent_id: loop_config_to_dict(cfg) for agent_id, cfg in agents.items()},
+    }
+
+
+def _config_hash(default: LoopConfig, agents: dict[str, LoopConfig]) -> str:
+    """sha256 of the canonical resolved configs: changes exactly when some agent's behaviour changes."""
+    canonical = json.dumps(
+        _resolved_document(default, agents), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
+    """Read and parse an OpenClaw config file (JSON5). Raises :class:`ConfigFileError` when it cannot."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ConfigFileError(name, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, column = _line_col(data[: exc.start].decode("utf-8", errors="replace"))
+        raise ConfigFileError(name, "not valid UTF-8", line, column) from None
+    return LoadedConfig.from_document(parse_json5(text, name), path=name)
+
+
+def parse_json5(text: str, name: str = "<string>") -> object:
+    """Parse JSON5 text; errors carry 1-based line and column."""
+    try:
+        return json5.loads(text)
+    except ValueError as exc:
+        message = str(exc)
+        match = _JSON5_POSITION.search(message)
+        if match is not None:
+            raise ConfigFileError(name, match.group(2), int(match.group(1)), int(match.group(3))) from None
+        if not text.strip():
+            raise ConfigFileError(name, "empty file", 1, 1) from None
+        line, column = _line_col(text)
+        raise ConfigFileError(name, message, line, column) from None
+    except RecursionError:
+        raise ConfigFileError(name, "nested too deeply", 1, 1) from None
+
+
+def _line_col(prefix: str) -> tuple[int, int]:
+    """1-based position just after ``prefix`` (where a failure at the end of it is)."""
+    line = prefix.count("\n") + 1
+    column = len(prefix) - (prefix.rfind("\n") + 1) + 1
+    return line, column
+
+
+__all__ = [
+    "DEFAULT_AGENT_ID",
+    "GLOBAL_BLOCK_PATH",
+    "AgentBlock",
+    "ConfigFileError",
+    "LoadedConfig",
+    "format_value",
+    "format_warning",
+    "load_openclaw_config",
+    "parse_json5",
+]

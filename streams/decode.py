@@ -1,0 +1,171 @@
+"""Turning raw records into validated events and events into the core's :class:`ToolEvent`.
+
+On the per-event hot path: one orjson parse, two dictionary look-ups to pick the model, one pydantic
+validation of a plain dict (no JSON re-parse, no discriminated-union dispatch). The slower checks that tell
+*why* a record is bad (UTF-8 decoding) only run after a failure. Failure reasons are a closed set so they
+can label the dead-letter topic and the ``loopwatch_invalid_events_total`` metric.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, TypeAlias, get_args
+
+import orjson
+from pydantic import ValidationError
+
+from schemas.events import (
+    CURRENT_EVENT_VERSION,
+    EVENT_MODELS,
+    EVENT_TYPES,
+    CompactionRetryEvent,
+    Event,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from streams.detection.config import JS_WHITESPACE
+from streams.detection.types import MISSING, Outcome, ToolEvent
+
+InvalidReason: TypeAlias = Literal[
+    "oversized", "not_utf8", "not_json", "not_object", "unknown_type", "future_version", "schema_invalid"
+]
+INVALID_REASONS: Final[tuple[InvalidReason, ...]] = get_args(InvalidReason)
+DEFAULT_MAX_BYTES: Final = 1_048_576
+
+
+class InvalidEvent(Exception):
+    """A record that is not a valid event. ``detail`` never contains argument or result values."""
+
+    def __init__(self, reason: InvalidReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: InvalidReason = reason
+        self.detail = detail
+
+
+def decode_event(raw: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Event:
+    """Decode one Kafka record value. Raises :class:`InvalidEvent`; the size is checked before parsing."""
+    if len(raw) > max_bytes:
+        raise InvalidEvent("oversized", f"{len(raw)} bytes > limit {max_bytes}")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        try:
+            bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {uexc.start}") from None
+        raise InvalidEvent("not_json", _json_error(exc)) from None
+    return _validate(obj)
+
+
+def decode_line(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Event:
+    """Decode one line of a replay file (already text). Same checks and reasons as :func:`decode_event`."""
+    if len(text) * 4 > max_bytes:  # only then can the UTF-8 form exceed the limit: measure it
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > max_bytes:
+            raise InvalidEvent("oversized", f"{size} bytes > limit {max_bytes}")
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as uexc:
+            raise InvalidEvent("not_utf8", f"unpaired surrogate at character {uexc.start}") from None
+        raise InvalidEvent("not_json", _json_error(exc)) from None
+    return _validate(obj)
+
+
+def _json_error(exc: orjson.JSONDecodeError) -> str:
+    # orjson's message names the problem and the position, never a slice of the document.
+    return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+
+
+def _validate(obj: object) -> Event:
+    if type(obj) is not dict:
+        raise InvalidEvent("not_object", f"top-level JSON value is {_json_kind(obj)}, not an object")
+    version = obj.get("version")
+    if type(version) is int and version > CURRENT_EVENT_VERSION:
+        raise InvalidEvent("future_version", f"version {version} > supported {CURRENT_EVENT_VERSION}")
+    kind = obj.get("type")
+    model = EVENT_MODELS.get(kind) if type(kind) is str else None
+    if model is None:
+        if "type" not in obj:
+            detail = "missing 'type'"
+        elif type(kind) is str:
+            shown = kind if len(kind) <= 40 else kind[:37] + "..."
+            detail = f"type {shown!r} is not one of {', '.join(EVENT_TYPES)}"
+        else:
+            detail = f"'type' is {_json_kind(kind)}, not a string"
+        raise InvalidEvent("unknown_type", detail)
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise InvalidEvent("schema_invalid", _schema_detail(exc)) from None
+
+
+def _schema_detail(exc: ValidationError) -> str:
+    """``field: problem`` for the first few errors; pydantic inputs are deliberately left out."""
+    parts = []
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    for err in errors[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+        message = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}")
+    if len(errors) > 3:
+        parts.append(f"and {len(errors) - 3} more")
+    return "; ".join(parts)
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def scope_key(event: Event) -> str:
+    """The event's scope key (design §1): its trimmed run id when non-blank, else its session id."""
+    return scope_key_of(event.run_id, event.session_id)
+
+
+def scope_key_of(run_id: str | None, session_id: str) -> str:
+    """The run id trimmed with JavaScript whitespace when non-blank, else the session id (Resolved 4, 14)."""
+    if run_id:
+        trimmed = run_id.strip(JS_WHITESPACE)
+        if trimmed:
+            return trimmed
+    return session_id
+
+
+def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:
+    """The one outcome that counts: error, then result, then result_hash (Resolved point 9)."""
+    if event.error is not None:
+        return Outcome(error=event.error)
+    if event.result is not None:
+        return Outcome(result=event.result)
+    if event.result_hash is not None:
+        return Outcome(result_hash=event.result_hash, unknown_tool_name=event.unknown_tool_name)
+    return None
+
+
+def to_tool_event(event: Event) -> ToolEvent:
+    """The core's view of a validated event (no re-validation)."""
+    scope = scope_key_of(event.run_id, event.session_id)
+    dedup_key = event.gateway_id + "\x00" + event.event_id
+    if isinstance(event, CompactionRetryEvent):
+        return ToolEvent(kind="compaction_retry", scope=scope, dedup_key=dedup_key)
+    return ToolEvent(
+        kind=event.type,
+        scope=scope,
+        tool=event.tool,
+        call_id=event.call_id,
+        args=event.args if "args" in event.model_fields_set else MISSING,
+        args_hash=event.args_hash,
+        outcome=_outcome(event),
+        dedup_key=dedup_key,
+    )

@@ -1,0 +1,314 @@
+"""Resolution of ``tools.loopDetection`` (global + per-agent) into a :class:`LoopConfig`, with warnings.
+
+Pure: no I/O, no clock. It reproduces OpenClaw's merge (semantics §5) and runtime resolution (§3.3) exactly,
+so a config means the same thing to loopwatch as to the gateway, and it explains every value that the runtime
+adjusts or ignores, because OpenClaw does that silently while loopwatch never rejects a config (Resolved 6).
+
+Warnings come in two kinds, chosen so that resolving many agents of one file and de-duplicating the union
+gives exactly one warning per adjustment:
+
+* block warnings depend on one block alone (unknown keys, wrong types, invalid numbers, ordering rules
+  within the block), so every resolution that sees the block reports them identically;
+* clamp warnings depend on the merged values; they are reported at the agent's path whenever the agent block
+  supplied one of the values involved, otherwise at the global path (and then equal the global resolution's).
+  A clamp fully explained by one block's own ordering violation is reported once, as that block warning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from streams.detection.types import MISSING, LoopConfig
+
+DEFAULT_AGENT_ID: Final = "main"
+GLOBAL_BLOCK_PATH: Final = "tools.loopDetection"
+AGENT_BLOCK_PATH: Final = "agents.list[].tools.loopDetection"
+
+# ECMAScript WhiteSpace + LineTerminator, the set String.prototype.trim removes (Resolved point 4).
+JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+WARNING_BEFORE_CRITICAL: Final = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
+CRITICAL_BEFORE_GLOBAL: Final = (
+    "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
+)
+
+_NUMERIC_DEFAULTS: Final[dict[str, int]] = {
+    "historySize": 30,
+    "warningThreshold": 10,
+    "unknownToolThreshold": 10,
+    "criticalThreshold": 20,
+    "globalCircuitBreakerThreshold": 30,
+}
+_DETECTOR_KEYS: Final = ("genericRepeat", "knownPollNoProgress", "pingPong")
+_GUARD_DEFAULT_WINDOW: Final = 3
+_TOP_KEYS: Final = frozenset({"enabled", "detectors", "postCompactionGuard", *_NUMERIC_DEFAULTS})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigWarning:
+    """One adjusted or ignored config value: where it is, what happened, and what the runtime uses instead.
+
+    ``value_used`` is ``None`` when the value is simply ignored (unknown key, non-object block).
+    """
+
+    path: str
+    message: str
+    value_used: object
+
+
+def js_trim(text: str) -> str:
+    """JavaScript ``String.prototype.trim`` (``str.strip()`` differs on U+FEFF, U+001C–U+001F, U+0085)."""
+    return text.strip(JS_WHITESPACE)
+
+
+def normalize_agent_id(agent_id: str | None) -> str:
+    """Agent ids match after trim and lower-case; a missing or blank id is the default agent ``main``."""
+    if agent_id is None:
+        return DEFAULT_AGENT_ID
+    trimmed = js_trim(agent_id)
+    return trimmed.lower() if trimmed else DEFAULT_AGENT_ID
+
+
+def is_positive_integer(value: object) -> bool:
+    """JavaScript ``Number.isInteger(v) && v > 0`` on a JSON value: ``5.0`` counts, booleans never do."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value > 0
+    if isinstance(value, float):
+        return math.isfinite(value) and value.is_integer() and value > 0
+    return False
+
+
+def _positive_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value > 0:
+        return int(value)
+    return None
+
+
+def js_truthy(value: object) -> bool:
+    """JavaScript truthiness of a JSON value: ``false``, ``null``, ``0``, ``NaN`` and ``""`` are falsy."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    if isinstance(value, int | float):
+        return value != 0 and not (isinstance(value, float) and math.isnan(value))
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def _show(value: object) -> str:
+    """A short JSON-like rendering of a config value for messages."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _js(value: object) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWarning]:
+    """Everything wrong with one block on its own, in the order of its keys."""
+    out: list[ConfigWarning] = []
+    for key, value in block.items():
+        key_path = f"{path}.{key}"
+        if key not in _TOP_KEYS:
+            out.append(
+                ConfigWarning(key_path, "unknown key (not in the tools.loopDetection schema); ignored", None)
+            )
+        elif key == "enabled":
+            out.extend(_flag_warnings(value, key_path, default=False, is_enabled=True))
+        elif key in ("detectors", "postCompactionGuard"):
+            if not isinstance(value, dict):
+                out.append(ConfigWarning(key_path, f"{_show(value)} is not an object; ignored", None))
+                continue
+            for sub_key, sub_value in value.items():
+                sub_path = f"{key_path}.{sub_key}"
+                if key == "detectors" and sub_key in _DETECTOR_KEYS:
+                    out.extend(_flag_warnings(sub_value, sub_path, default=True, is_enabled=False))
+                elif key == "postCompactionGuard" and sub_key == "windowSize":
+                    if not is_positive_integer(sub_value):
+                        out.append(_fallback(sub_value, sub_path, _GUARD_DEFAULT_WINDOW))
+                else:
+                    out.append(ConfigWarning(sub_path, f"unknown key in {key}; ignored", None))
+        elif not is_positive_integer(value):
+            out.append(_fallback(value, key_path, _NUMERIC_DEFAULTS[str(key)]))
+    warning = _positive_int(block.get("warningThreshold"))
+    critical = _positive_int(block.get("criticalThreshold"))
+    global_ = _positive_int(block.get("globalCircuitBreakerThreshold"))
+    if warning is not None and critical is not None and warning >= critical:
+        out.append(
+            ConfigWarning(
+                f"{path}.criticalThreshold",
+                f"{WARNING_BEFORE_CRITICAL} ({warning} >= {critical}; raised to warningThreshold + 1)",
+                warning + 1,
+            )
+        )
+    if critical is not None and global_ is not None and critical >= global_:
+        effective_warning = warning if warning is not None else _NUMERIC_DEFAULTS["warningThreshold"]
+        effective_critical = critical if critical > effective_warning else effective_warning + 1
+        out.append(
+            ConfigWarning(
+                f"{path}.globalCircuitBreakerThreshold",
+                f"{CRITICAL_BEFORE_GLOBAL} ({critical} >= {global_}; raised to criticalThreshold + 1)",
+                effective_critical + 1,
+            )
+        )
+    return out
+
+
+def _fallback(value: object, path: str, default: int) -> ConfigWarning:
+    return ConfigWarning(path, f"{_show(value)} is not a positive integer; the default applies", default)
+
+
+def _flag_warnings(value: object, path: str, *, default: bool, is_enabled: bool) -> list[ConfigWarning]:
+    if isinstance(value, bool):
+        return []
+    if value is None:
+        used = default
+        message = f"null is not a boolean; the default ({_js(default)}) applies"
+    else:
+        used = js_truthy(value)
+        message = f"{_show(value)} is not a boolean; JavaScript truthiness makes it {_js(used)}"
+    if is_enabled and not used:
+        message += " (the post-compaction guard stays on: only false disables it)"
+    return [ConfigWarning(path, message, used)]
+
+
+def resolve_loop_config(
+    global_block: object,
+    agent_block: object,
+    *,
+    global_path: str = GLOBAL_BLOCK_PATH,
+    agent_path: str = AGENT_BLOCK_PATH,
+) -> tuple[LoopConfig, list[ConfigWarning]]:
+    """Merge the global and the agent's block (§5) and resolve the runtime config (§3.3, §9.1).
+
+    ``None`` (or ``MISSING``) means "no block". A block that is not an object is reported and treated as
+    absent. The paths name the blocks in warnings (e.g. ``agents.list[2].tools.loopDetection``).
+    """
+    warnings: list[ConfigWarning] = []
+    blocks: list[tuple[str, dict[object, object]]] = []  # (path, block), global first: later wins
+    for block, path in ((global_block, global_path), (agent_block, agent_path)):
+        if block is None or block is MISSING:
+            continue
+        if not isinstance(block, dict):
+            warnings.append(ConfigWarning(path, f"{_show(block)} is not an object; treated as absent", None))
+            continue
+        warnings.extend(_block_warnings(block, path))
+        blocks.append((path, block))
+
+    # Shallow spread (agent wins per top-level key) + key-by-key merge of the two nested objects.
+    top: dict[object, tuple[object, str]] = {}
+    detectors: dict[object, object] = {}
+    guard: dict[object, object] = {}
+    for path, block in blocks:
+        for key, value in block.items():
+            top[key] = (value, path)
+        for name, target in (("detectors", detectors), ("postCompactionGuard", guard)):
+            nested = block.get(name)
+            if isinstance(nested, dict):
+                target.update(nested)
+
+    def numeric(key: str) -> tuple[int, str | None, bool]:
+        """(value used, path of the block that supplied the key or None, whether the raw value was valid)."""
+        if key not in top:
+            return _NUMERIC_DEFAULTS[key], None, False
+        raw, path = top[key]
+        value = _positive_int(raw)
+        return (value, path, True) if value is not None else (_NUMERIC_DEFAULTS[key], path, False)
+
+    warning, w_src, w_ok = numeric("warningThreshold")
+    critical, c_src, c_ok = numeric("criticalThreshold")
+    global_, g_src, g_ok = numeric("globalCircuitBreakerThreshold")
+
+    def clamp_path(key: str, sources: set[str | None]) -> str:
+        return f"{agent_path if agent_path in sources else global_path}.{key}"
+
+    def origin(src: str | None, key: str, ok: bool) -> str:
+        return f"from {src}.{key}" if src is not None and ok else "default"
+
+    critical_sources = {w_src, c_src}
+    if critical <= warning:
+        # A block whose own ordering rule explains this clamp already reported it (same value).
+        if not (w_src == c_src and w_src is not None and w_ok and c_ok):
+            warnings.append(
+                ConfigWarning(
+                    clamp_path("criticalThreshold", critical_sources),
+                    f"criticalThreshold {critical} ({origin(c_src, 'criticalThreshold', c_ok)}) is not above "
+                    f"warningThreshold {warning} ({origin(w_src, 'warningThreshold', w_ok)}); "
+                    "raised to warningThreshold + 1",
+                    warning + 1,
+                )
+            )
+        critical = warning + 1
+    if global_ <= critical:
+        sources = {*critical_sources, g_src}
+        explained = len(sources - {None}) == 1 and g_src is not None and g_src == c_src and g_ok and c_ok
+        if not explained:
+            warnings.append(
+                ConfigWarning(
+                    clamp_path("globalCircuitBreakerThreshold", sources),
+                    f"globalCircuitBreakerThreshold {global_} "
+                    f"({origin(g_src, 'globalCircuitBreakerThreshold', g_ok)}) is not above "
+                    f"criticalThreshold {critical}; raised to criticalThreshold + 1",
+                    critical + 1,
+                )
+            )
+        global_ = critical + 1
+
+    enabled_raw = top["enabled"][0] if "enabled" in top else None
+    window = _positive_int(guard.get("windowSize"))
+    config = LoopConfig(
+        enabled=js_truthy(enabled_raw),
+        history_size=numeric("historySize")[0],
+        warning_threshold=warning,
+        critical_threshold=critical,
+        unknown_tool_threshold=numeric("unknownToolThreshold")[0],
+        global_circuit_breaker_threshold=global_,
+        generic_repeat=_flag(detectors, "genericRepeat"),
+        known_poll_no_progress=_flag(detectors, "knownPollNoProgress"),
+        ping_pong=_flag(detectors, "pingPong"),
+        guard_enabled=enabled_raw is not False,
+        guard_window_size=window if window is not None else _GUARD_DEFAULT_WINDOW,
+    )
+    return config, warnings
+
+
+def _flag(detectors: Mapping[object, object], key: str) -> bool:
+    value = detectors.get(key)
+    return True if value is None else js_truthy(value)
+
+
+def loop_config_to_dict(config: LoopConfig) -> dict[str, object]:
+    """The resolved config in OpenClaw's key names (for ``config check`` output and the config hash)."""
+    return {
+        "enabled": config.enabled,
+        "historySize": config.history_size,
+        "warningThreshold": config.warning_threshold,
+        "criticalThreshold": config.critical_threshold,
+        "unknownToolThreshold": config.unknown_tool_threshold,
+        "globalCircuitBreakerThreshold": config.global_circuit_breaker_threshold,
+        "detectors": {
+            "genericRepeat": config.generic_repeat,
+            "knownPollNoProgress": config.known_poll_no_progress,
+            "pingPong": config.ping_pong,
+        },
+        "postCompactionGuard": {"enabled": config.guard_enabled, "windowSize": config.guard_window_size},
+    }
