@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from streams.detection.canonical import js_trim
 from streams.detection.types import MISSING, LoopConfig
 
 DEFAULT_AGENT_ID: Final = "main"
@@ -29,10 +30,6 @@ GLOBAL_BLOCK_PATH: Final = "tools.loopDetection"
 AGENT_BLOCK_PATH: Final = "agents.list[].tools.loopDetection"
 
 # ECMAScript WhiteSpace + LineTerminator, the set String.prototype.trim removes (Resolved point 4).
-JS_WHITESPACE: Final = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 
 WARNING_BEFORE_CRITICAL: Final = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
 CRITICAL_BEFORE_GLOBAL: Final = (
@@ -61,11 +58,6 @@ class ConfigWarning:
     path: str
     message: str
     value_used: object
-
-
-def js_trim(text: str) -> str:
-    """JavaScript ``String.prototype.trim`` (``str.strip()`` differs on U+FEFF, U+001C–U+001F, U+0085)."""
-    return text.strip(JS_WHITESPACE)
 
 
 def normalize_agent_id(agent_id: str | None) -> str:

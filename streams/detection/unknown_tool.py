@@ -1,0 +1,35 @@
+"""Which missing tool an error message names (§4.4), for the unknown-tool streak.
+
+The patterns are ASCII-case-insensitive and use JavaScript's ``\\s`` (Resolved point 4), so ``re.ASCII``
+keeps Python from folding non-ASCII look-alikes and the whitespace class is spelled out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from streams.detection.canonical import JS_WHITESPACE
+
+_WS: Final = "[" + JS_WHITESPACE + "]"
+_QUOTE: Final = "[\"'`]?"
+_NAME: Final = "([a-z0-9_.-]+)"
+_FLAGS: Final = re.ASCII | re.IGNORECASE
+
+_PATTERNS: Final = (
+    re.compile("unknown tool[:" + JS_WHITESPACE + "]+" + _QUOTE + _NAME, _FLAGS),
+    re.compile(
+        "tool" + _WS + "+" + _QUOTE + _NAME + _QUOTE + _WS + "+(?:not found|is not available)", _FLAGS
+    ),
+)
+
+
+def unknown_tool_name(message: str) -> str | None:
+    """The lower-cased tool name an "unknown tool" / "tool X not found|is not available" error names."""
+    if "tool" not in message.lower():  # cheap filter: both patterns need the ASCII word "tool"
+        return None
+    for pattern in _PATTERNS:
+        match = pattern.search(message)
+        if match is not None:
+            return match.group(1).lower()
+    return None
