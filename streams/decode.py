@@ -22,7 +22,7 @@ from schemas.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from streams.detection.config import JS_WHITESPACE
+from streams.detection.canonical import JS_WHITESPACE
 from streams.detection.types import MISSING, Outcome, ToolEvent
 
 InvalidReason: TypeAlias = Literal[

@@ -1,0 +1,43 @@
+"""The ``loopwatch`` command line: one sub-command per module under :mod:`streams.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each module exposes ``register(subparsers)`` which adds its parser and sets ``func=run``
+# where ``run(args: argparse.Namespace) -> int``.
+_COMMAND_MODULES = (
+    "streams.commands.replay",
+    "streams.commands.config_check",
+    "streams.commands.broker",
+    "streams.commands.worker",
+    "streams.commands.publish",
+    "streams.commands.tail",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loopwatch", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
