@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit test-integration lint fmt schemas schemas-check run replay-example bench clean
+.PHONY: install test test-unit test-integration lint fmt schemas schemas-check run bench clean
 
 install: $(STAMP)
 
@@ -40,14 +40,11 @@ schemas: install
 schemas-check: install
 	$(BIN)/python -m schemas.generate --check
 
-replay-example: install
-	$(BIN)/loopwatch replay --events examples/events.jsonl --config examples/openclaw.json5
-
 run: install
 	$(BIN)/python -m streams.demo
 
 bench: install
-	$(BIN)/python bench/core_bench.py
+	$(BIN)/python -m bench.core_bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts
