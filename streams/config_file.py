@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import json5
 
+from streams.detection.canonical import js_trim
 from streams.detection.config import (
     DEFAULT_AGENT_ID,
     GLOBAL_BLOCK_PATH,
     ConfigWarning,
-    js_trim,
     loop_config_to_dict,
     normalize_agent_id,
     resolve_loop_config,

@@ -1,0 +1,139 @@
+"""``loopwatch simulate``: deterministic fleet traffic as JSON Lines, or published to the events topic.
+
+The generator is :mod:`streams.simulate`; this module only writes its records somewhere. Publishing keys
+every record by its scope key (design §1) so that a run's events stay in one partition, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from streams.simulate import simulate
+
+DEFAULT_TOPIC = "loopwatch.events"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("simulate", help="generate deterministic fleet traffic (file, stdout or Kafka)")
+    p.add_argument("--gateways", type=_positive_int, required=True, help="number of simulated gateways")
+    p.add_argument("--rate", type=_positive_float, required=True, help="events per second, whole fleet")
+    p.add_argument("--duration", type=_positive_float, required=True, help="simulated seconds")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
+    p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")
+    p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
+    target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
+    p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic to publish to (default {DEFAULT_TOPIC})")
+    p.add_argument("--realtime", action="store_true", help="with --bootstrap: pace records to the rate")
+    p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
+    return simulate(
+        gateways=args.gateways,
+        rate=args.rate,
+        duration=args.duration,
+        seed=args.seed,
+        hashed=args.hashed,
+        malformed=args.malformed,
+        oversized=args.oversized,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.realtime and not args.bootstrap:
+        print("error: --realtime needs --bootstrap", file=sys.stderr)
+        return 2
+    if args.bootstrap:
+        started = time.monotonic()
+        count = asyncio.run(publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime))
+        elapsed = time.monotonic() - started
+        print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
+        return 0
+    if args.out is None or str(args.out) == "-":
+        try:
+            write_lines(_records(args), sys.stdout.buffer)
+        except BrokenPipeError:  # `loopwatch simulate ... | head`: the reader has all it wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    try:
+        with args.out.open("wb") as out:
+            write_lines(_records(args), out)
+    except OSError as exc:
+        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def write_lines(records: Iterator[tuple[bytes, bytes]], out: IO[bytes]) -> int:
+    """One record value per line (values never contain a raw newline). Returns the number written."""
+    count = 0
+    for _, value in records:
+        out.write(value + b"\n")
+        count += 1
+    out.flush()
+    return count
+
+
+async def publish(
+    records: Iterator[tuple[bytes, bytes]], bootstrap: str, topic: str, rate: float, realtime: bool
+) -> int:
+    """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
+    from aiokafka import AIOKafkaProducer  # only this path needs Kafka
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024
+    )
+    await producer.start()
+    count = 0
+    started = time.monotonic()
+    try:
+        pending = []
+        for key, value in records:
+            if realtime:
+                delay = started + count / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            pending.append(await producer.send(topic, value=value, key=key))
+            count += 1
+            if len(pending) >= 10_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return count
+
+
+__all__ = ["publish", "register", "run", "write_lines"]

@@ -1,0 +1,229 @@
+"""``loopwatch whatif``: what a candidate loop-detection config (or a sweep of one key) would change.
+
+Reads events like ``loopwatch replay`` (one §3 record per line; a bad line is reported with its line number
+and makes the exit status 2 unless ``--skip-invalid``), or a whole topic from its first to its end offsets
+(``--topic`` with ``--bootstrap``). The events are decoded once and kept in memory, then every config runs
+over them through the same core path as replay and the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.decode import InvalidEvent, decode_event
+from streams.whatif import (
+    IndexedEvent,
+    SweepError,
+    build_report,
+    parse_sweep,
+    render_html,
+    render_table,
+    to_json,
+)
+from streams.whatif.sweep import SWEEP_KEYS
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "whatif",
+        help="compare a candidate loop-detection config with the current one on recorded events",
+        description=__doc__,
+    )
+    p.add_argument("--config", type=Path, help="current OpenClaw config (JSON5); default: OpenClaw defaults")
+    p.add_argument("--candidate", type=Path, help="candidate OpenClaw config (JSON5)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    source.add_argument("--topic", help="read this topic from its beginning to its end offsets")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument(
+        "--sweep",
+        metavar="KEY=a..b[:step]",
+        help=f"sensitivity table over one key of the current config; KEY is one of {', '.join(SWEEP_KEYS)}",
+    )
+    p.add_argument("--format", choices=("table", "json"), default="table", help="stdout format")
+    p.add_argument("--html", type=Path, help="also write a self-contained HTML report with charts")
+    p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
+    p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
+    p.add_argument("--limit", type=int, default=20, help="changed runs listed in the table (default 20)")
+    p.add_argument("--buckets", type=int, default=40, help="time buckets of the HTML timeline (default 40)")
+    p.set_defaults(func=run)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _load(path: Path | None, label: str) -> LoadedConfig:
+    config = load_openclaw_config(path) if path is not None else LoadedConfig.default()
+    for w in config.warnings:
+        print(f"{label}: {format_warning(w)}", file=sys.stderr)
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.candidate is None and args.sweep is None:
+        return _error("nothing to compare: give --candidate FILE and/or --sweep KEY=a..b")
+    if args.topic is not None and not args.bootstrap:
+        return _error(
+            "--topic is not supported without --bootstrap HOST:PORT (it reads the topic from Kafka)"
+        )
+    try:
+        sweep = parse_sweep(args.sweep) if args.sweep is not None else None
+    except SweepError as exc:
+        return _error(f"--sweep: {exc}")
+    try:
+        current = _load(args.config, "current")
+        candidate = _load(args.candidate, "candidate") if args.candidate is not None else None
+    except ConfigFileError as exc:
+        return _error(str(exc))
+
+    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
+        print(
+            f"note: rolling detection is off for every agent of the current config (enabled is not true), "
+            f"so sweeping {sweep.key} cannot change anything",
+            file=sys.stderr,
+        )
+
+    if args.events is not None:
+        name = str(args.events)
+        try:
+            stream = sys.stdin.buffer if name == "-" else args.events.open("rb")
+        except OSError as exc:
+            return _error(f"cannot read {args.events}: {exc.strerror}")
+        with stream:
+            events, bad = read_events(_lines(stream), name)
+    else:
+        name = f"topic {args.topic}"
+        try:
+            records = asyncio.run(read_topic(args.bootstrap, args.topic))
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            return _error(f"cannot read topic {args.topic}: {exc}")
+        events, bad = read_records(records, args.topic)
+    if bad and not args.skip_invalid:
+        return 2
+
+    report = build_report(
+        events,
+        current,
+        candidate,
+        sweep=sweep,
+        include_all=args.all,
+        source=name,
+        invalid=bad,
+        buckets=max(1, args.buckets),
+    )
+    if args.html is not None:
+        try:
+            args.html.write_text(render_html(report), encoding="utf-8")
+        except OSError as exc:
+            return _error(f"cannot write {args.html}: {exc.strerror}")
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(to_json(report), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(render_table(report, limit=max(0, args.limit)))
+    sys.stdout.flush()
+    return 0
+
+
+def _rolling_enabled(config: LoadedConfig) -> bool:
+    return any(config.for_agent(agent).enabled for agent in (None, *config.agent_ids))
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    for raw in stream:
+        yield raw.rstrip(b"\r\n")
+
+
+def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], int]:
+    """Decode every non-blank line; bad ones are reported on stderr as replay does and counted."""
+    events: list[IndexedEvent] = []
+    bad = 0
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            events.append(IndexedEvent(index, decode_event(raw)))
+        except InvalidEvent as exc:
+            bad += 1
+            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+    return events, bad
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    partition: int
+    offset: int
+    timestamp: int
+    value: bytes
+
+
+def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[IndexedEvent], int]:
+    """Decode topic records (already in processing order); index = position, source = partition/offset."""
+    events: list[IndexedEvent] = []
+    bad = 0
+    for index, rec in enumerate(records):
+        try:
+            events.append(IndexedEvent(index, decode_event(rec.value), (rec.partition, rec.offset)))
+        except InvalidEvent as exc:
+            bad += 1
+            where = f"{topic}[{rec.partition}]@{rec.offset}"
+            print(f"{where}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+    return events, bad
+
+
+async def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[TopicRecord]:
+    """Every record of ``topic`` up to its end offsets when called, partitions merged by record timestamp.
+
+    The merge keeps each partition in offset order (all events of a run share a partition), so decisions do
+    not depend on how partitions interleave. End offsets come from :func:`streams.kafka_compat.end_offsets`,
+    which is right on Tansu too.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.kafka_compat import end_offsets
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await asyncio.wait_for(consumer.start(), timeout)
+    try:
+        await asyncio.wait_for(consumer.topics(), timeout)
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise RuntimeError("no such topic")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        per_partition: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in tps}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = [tp for tp in tps if await consumer.position(tp) < ends.get(tp, 0)]
+            if not remaining:
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"no progress reading {len(remaining)} partition(s)")
+            batches = await consumer.getmany(*remaining, timeout_ms=500)
+            for tp, messages in batches.items():
+                if messages:
+                    deadline = loop.time() + timeout
+                for m in messages:
+                    if m.offset < ends.get(tp, 0):
+                        per_partition[tp.partition].append(
+                            TopicRecord(tp.partition, m.offset, m.timestamp, m.value or b"")
+                        )
+    finally:
+        await consumer.stop()
+    return list(heapq.merge(*per_partition.values(), key=lambda r: (r.timestamp, r.partition)))

@@ -1,0 +1,155 @@
+"""``loopwatch whatif`` as a user runs it: formats, bad input, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from streams.cli import main
+from streams.commands.whatif import TopicRecord, read_records
+from streams.config_file import LoadedConfig
+from streams.whatif import build_report, to_json
+from tests.support.scenarios import config_document, wire_events
+from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
+
+STICKY = "generic_warning_then_block_sticky"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["whatif", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_table_lists_counts_changes_and_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, events = scenario_files(STICKY, tmp_path)
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    code, out, _ = _run(
+        capsys,
+        *("--config", str(config), "--candidate", str(candidate), "--events", str(events)),
+        *("--sweep", "warningThreshold=8..12:2", "--limit", "5"),
+    )
+    assert code == 0
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("DETECTOR"))
+    assert header.split() == [
+        *("DETECTOR", "AGENT", "TOOL", "WARN", "RUNS", "WARN", "CALLS", "BLOCK", "RUNS", "BLOCK", "CALLS"),
+        *("ABORT", "RUNS", "ABORT", "CALLS"),
+    ]
+    row = next(line for line in lines if line.startswith("generic_repeat"))
+    assert row.split() == ["generic_repeat", "main", "read", "1", "1", "1", "3→8", "0", "0"]
+    assert "Runs that change: 1" in out
+    assert "    index 15 (read): none → block generic_repeat count 15" in lines
+    sweep = lines[lines.index(next(x for x in lines if x.startswith("VALUE"))) + 1 :]
+    assert [x.split()[:2] for x in sweep] == [["8", "8/20/30"], ["10", "10/20/30"], ["12", "12/20/30"]]
+
+
+def test_nothing_to_compare_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, events = scenario_files(STICKY, tmp_path)
+    code, out, err = _run(capsys, "--events", str(events))
+    assert (code, out) == (2, "")
+    assert "give --candidate FILE and/or --sweep" in err
+
+
+def test_topic_without_bootstrap_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--topic", "loopwatch.events", "--sweep", "warningThreshold=5..6")
+    assert code == 2
+    assert "--topic is not supported without --bootstrap HOST:PORT" in err
+
+
+@pytest.mark.parametrize("sweep", ["warningThreshold=x", "enabled=1..2"])
+def test_bad_sweep_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: str) -> None:
+    _, events = scenario_files(STICKY, tmp_path)
+    code, _, err = _run(capsys, "--events", str(events), "--sweep", sweep)
+    assert code == 2 and err.startswith("error: --sweep:")
+
+
+def test_unreadable_inputs_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, events = scenario_files(STICKY, tmp_path)
+    bad = tmp_path / "bad.json5"
+    bad.write_text("{\n  tools: { loopDetection: { enabled: true,, } }\n}\n")
+    code, _, err = _run(capsys, "--config", str(config), "--candidate", str(bad), "--events", str(events))
+    assert code == 2 and "bad.json5:2:" in err
+    code, _, err = _run(capsys, "--candidate", str(config), "--events", str(tmp_path / "missing.jsonl"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_config_warnings_name_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, events = scenario_files(STICKY, tmp_path)
+    odd = tmp_path / "odd.json5"
+    odd.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 2.5}}}")
+    code, _, err = _run(capsys, "--config", str(config), "--candidate", str(odd), "--events", str(events))
+    assert code == 0
+    assert re.search(r"^candidate: warning: tools\.loopDetection\.warningThreshold", err, re.MULTILINE), err
+
+
+def test_bad_lines_exit_2_unless_skipped(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    config, events = scenario_files(STICKY, tmp_path)
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    lines = events.read_bytes().splitlines()
+    dirty = tmp_path / "dirty.jsonl"
+    dirty.write_bytes(
+        b"\n".join([b"{not json", *lines[:5], b'{"type": "teleport"}', *lines[5:], b""]) + b"\n"
+    )
+    argv = ["whatif", "--config", str(config), "--candidate", str(candidate), "--events", str(dirty)]
+    assert main([*argv, "--format", "json"]) == 2
+    captured = capsysbinary.readouterr()
+    assert captured.out == b""
+    err = captured.err.decode()
+    assert f"{dirty}:1: invalid event (not_json)" in err
+    assert f"{dirty}:7: invalid event (unknown_type)" in err
+    report = whatif(capsysbinary, *argv[1:], "--skip-invalid")
+    assert report["events"] == {"source": str(dirty), "count": 23, "invalid": 2, "runs": 1}
+    clean = whatif(capsysbinary, *argv[1:6], str(events))
+    # Same differences; indices are line numbers, shifted by the bad lines before each event.
+    shifted = [c["index"] for c in report["changed_runs"][0]["changes"]]
+    assert shifted == [c["index"] + 2 for c in clean["changed_runs"][0]["changes"]]
+    assert report["summary"] == clean["summary"]
+
+
+def test_html_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, events = scenario_files(STICKY, tmp_path)
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    html = tmp_path / "report.html"
+    argv = ["--config", str(config), "--candidate", str(candidate), "--events", str(events)]
+    code, out, _ = _run(capsys, *argv, "--sweep", "criticalThreshold=12..22", "--html", str(html))
+    assert code == 0 and out.startswith("loopwatch what-if")
+    text = html.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "<title>loopwatch what-if report</title>" in text
+    for forbidden in ("<script", "<link", "src=", "url(", "@import"):
+        assert forbidden not in text
+    assert re.findall(r'https?://[^"\s<]+', text) == ["http://www.w3.org/2000/svg"] * text.count("<svg")
+    assert text.count('class="chart chart-time"') == 1  # generic_repeat only
+    assert text.count('class="chart chart-sweep"') == 1
+
+
+def test_topic_records_keep_their_partition_and_offset() -> None:
+    scenario = SCENARIOS[STICKY]
+    records = [
+        TopicRecord(1, 100 + i, 1_767_225_600_000 + i, json.dumps(e).encode())
+        for i, e in enumerate(wire_events(scenario))
+    ]
+    events, bad = read_records([*records, TopicRecord(1, 999, 0, b"")], "loopwatch.events")
+    assert bad == 1 and [e.source for e in events] == [(1, 100 + i) for i in range(23)]
+    current = LoadedConfig.from_document(config_document(scenario))
+    candidate = LoadedConfig.from_document(
+        {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 15}}}
+    )
+    report = to_json(build_report(events, current, candidate, source="topic loopwatch.events"))
+    first = report["changed_runs"][0]["changes"][0]
+    assert first["source"] == {"partition": 1, "offset": 115}
+    assert first["text"] == "index 15 (partition 1 offset 115) (read): none → block generic_repeat count 15"
+
+
+def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, events = scenario_files(STICKY, tmp_path)
+    code, out, err = _run(capsys, "--events", str(events), "--sweep", "warningThreshold=5..6")
+    assert code == 0 and "current    (OpenClaw defaults)" in out
+    assert "note: rolling detection is off for every agent" in err
+    code, _, err = _run(capsys, "--events", str(events), "--sweep", "postCompactionGuard.windowSize=2..3")
+    assert code == 0 and "note:" not in err

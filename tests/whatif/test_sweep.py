@@ -1,0 +1,92 @@
+"""Sweep parsing, where a swept value goes in the config, and sanity of a sweep over simulated traffic."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from streams.config_file import LoadedConfig
+from streams.decode import decode_event
+from streams.simulate import simulate
+from streams.whatif import IndexedEvent, SweepError, parse_sweep, run_sweep, with_value
+
+
+def test_parse_ranges_steps_and_lists() -> None:
+    assert parse_sweep("warningThreshold=5..8").values == (5, 6, 7, 8)
+    assert parse_sweep("criticalThreshold=10..20:5").values == (10, 15, 20)
+    assert parse_sweep("historySize = 30,10,20,10").values == (10, 20, 30)
+    spec = parse_sweep("postCompactionGuard.windowSize=1..3")
+    assert (spec.key, spec.values) == ("postCompactionGuard.windowSize", (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("warningThreshold", "expected KEY="),
+        ("enabled=1..2", "cannot sweep 'enabled'"),
+        ("warningThreshold=9..5", "empty range"),
+        ("warningThreshold=0..5", "positive"),
+        ("warningThreshold=1..5:0", "step"),
+        ("warningThreshold=a..b", "expected a..b"),
+        ("warningThreshold=1..1000", "at most"),
+    ],
+)
+def test_bad_sweeps_are_rejected(text: str, message: str) -> None:
+    with pytest.raises(SweepError, match=message):
+        parse_sweep(text)
+
+
+def _config() -> LoadedConfig:
+    return LoadedConfig.from_document(
+        {
+            "tools": {"loopDetection": {"enabled": True, "warningThreshold": 15}},
+            "agents": {
+                "list": [
+                    {"id": "main", "tools": {"loopDetection": {"criticalThreshold": 12}}},
+                    {"id": "ops", "tools": {"loopDetection": {"postCompactionGuard": {"windowSize": 4}}}},
+                    {"id": "quiet", "tools": {"loopDetection": {"enabled": False}}},
+                ]
+            },
+        }
+    )
+
+
+def test_value_goes_to_the_global_block_and_to_agents_that_set_the_key() -> None:
+    config = _config()
+    # As loaded: main merges 15 + 12 and is clamped to 15/16 (§5); ops inherits 15 and has window 4.
+    assert config.for_agent("main").critical_threshold == 16
+    swept = with_value(config, "criticalThreshold", 18)
+    main, ops, quiet = (swept.for_agent(a) for a in ("main", "ops", "quiet"))
+    assert (main.warning_threshold, main.critical_threshold) == (15, 18)  # main's own override replaced
+    assert (ops.warning_threshold, ops.critical_threshold) == (15, 18)  # inherited from the global block
+    assert not quiet.enabled and quiet.critical_threshold == 18  # other keys of an agent are kept
+    swept = with_value(config, "warningThreshold", 5)
+    assert (swept.for_agent("main").warning_threshold, swept.for_agent("main").critical_threshold) == (5, 12)
+    swept = with_value(config, "postCompactionGuard.windowSize", 7)
+    assert swept.for_agent("ops").guard_window_size == 7 and swept.for_agent("main").guard_window_size == 7
+    assert config.for_agent("ops").guard_window_size == 4  # the original config is untouched
+    assert config.global_block == {"enabled": True, "warningThreshold": 15}
+
+
+def test_sweeping_a_config_without_a_block_creates_one() -> None:
+    swept = with_value(LoadedConfig.default(), "warningThreshold", 7)
+    assert swept.global_block == {"warningThreshold": 7}
+    assert swept.for_agent("main").warning_threshold == 7 and not swept.for_agent("main").enabled
+
+
+def test_raising_warning_threshold_never_warns_more_runs() -> None:
+    events = [
+        IndexedEvent(i, decode_event(v))
+        for i, (_, v) in enumerate(simulate(gateways=4, rate=100, duration=25, seed=21))
+    ]
+    config = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}})
+    result = run_sweep(events, config, parse_sweep("warningThreshold=5..20"))
+    warned = [p.tally.runs["warning"] for p in result.points]
+    assert warned[0] > warned[-1] > 0
+    assert all(a >= b for a, b in pairwise(warned)), warned
+    # Every decision counted: warned calls shrink too as the threshold rises.
+    every = run_sweep(events, config, parse_sweep("warningThreshold=5..20:5"), include_all=True)
+    calls = [p.tally.calls["warning"] for p in every.points]
+    assert all(a >= b for a, b in pairwise(calls)), calls
+    assert [p.value for p in every.points] == [5, 10, 15, 20]
