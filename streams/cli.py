@@ -16,6 +16,8 @@ _COMMAND_MODULES = (
     "streams.commands.worker",
     "streams.commands.publish",
     "streams.commands.tail",
+    "streams.commands.whatif",
+    "streams.commands.simulate",
 )
 
 
