@@ -4,6 +4,23 @@ On the per-event hot path: one orjson parse, two dictionary look-ups to pick the
 validation of a plain dict (no JSON re-parse, no discriminated-union dispatch). The slower checks that tell
 *why* a record is bad (UTF-8 decoding) only run after a failure. Failure reasons are a closed set so they
 can label the dead-letter topic and the ``loopwatch_invalid_events_total`` metric.
+
+Hostile input (see :mod:`streams.limits`): the size is checked before parsing (``oversized``); nesting depth,
+the number of JSON values and the length of identifier fields after it (``limits_exceeded``), so whatever
+passes costs the core bounded time and memory. For typical events a byte count proves the shape limits
+cannot be exceeded and the walk is skipped. Checks run in this order, the first failure naming the reason:
+size, UTF-8 and JSON, top-level object, limits, version, type, schema.
+
+What the parser itself does with hostile JSON, next to JavaScript's ``JSON.parse`` (whose results gateways
+hash):
+
+* duplicate object keys: the last one wins (as in ``JSON.parse``), for event fields and inside ``args``;
+* integers: exact up to 2**64 - 1 (and down to -2**63); larger ones become doubles (the core hashes every
+  integer above 2**53 as a JavaScript double anyway); numbers beyond the double range (``1e999``, a
+  400-digit integer) are rejected as ``not_json``: ``JSON.parse`` would make them ``Infinity``, but no
+  gateway's ``JSON.stringify`` can produce them (it writes ``null`` for infinities);
+* ``NaN``/``Infinity`` literals, lone surrogates (escaped ``\\ud800`` or raw) and invalid UTF-8 are rejected
+  (``not_json``/``not_utf8``); nesting beyond 1,024 levels is rejected by orjson as ``not_json``.
 """
 
 from __future__ import annotations
@@ -24,12 +41,20 @@ from schemas.events import (
 )
 from streams.detection.canonical import JS_WHITESPACE
 from streams.detection.types import MISSING, Outcome, ToolEvent
+from streams.limits import DEFAULT_LIMITS, DecodeLimits, record_violation
 
 InvalidReason: TypeAlias = Literal[
-    "oversized", "not_utf8", "not_json", "not_object", "unknown_type", "future_version", "schema_invalid"
+    "oversized",
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "limits_exceeded",
+    "unknown_type",
+    "future_version",
+    "schema_invalid",
 ]
 INVALID_REASONS: Final[tuple[InvalidReason, ...]] = get_args(InvalidReason)
-DEFAULT_MAX_BYTES: Final = 1_048_576
+DEFAULT_MAX_BYTES: Final = DEFAULT_LIMITS.max_bytes
 
 
 class InvalidEvent(Exception):
@@ -41,10 +66,20 @@ class InvalidEvent(Exception):
         self.detail = detail
 
 
-def decode_event(raw: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Event:
-    """Decode one Kafka record value. Raises :class:`InvalidEvent`; the size is checked before parsing."""
-    if len(raw) > max_bytes:
-        raise InvalidEvent("oversized", f"{len(raw)} bytes > limit {max_bytes}")
+def decode_event(
+    raw: bytes | bytearray | memoryview,
+    *,
+    max_bytes: int | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+) -> Event:
+    """Decode one Kafka record value. Raises :class:`InvalidEvent`; the size is checked before parsing.
+
+    ``max_bytes``, when given, overrides ``limits.max_bytes``.
+    """
+    limit = limits.max_bytes if max_bytes is None else max_bytes
+    size = len(raw)
+    if size > limit:
+        raise InvalidEvent("oversized", f"{size} bytes > limit {limit}")
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -53,15 +88,20 @@ def decode_event(raw: bytes | bytearray | memoryview, *, max_bytes: int = DEFAUL
         except UnicodeDecodeError as uexc:
             raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {uexc.start}") from None
         raise InvalidEvent("not_json", _json_error(exc)) from None
+    if size > limits.trivial_size and type(obj) is dict:
+        problem = record_violation(obj, raw if type(raw) is not memoryview else raw.tobytes(), limits)
+        if problem is not None:
+            raise InvalidEvent("limits_exceeded", problem)
     return _validate(obj)
 
 
-def decode_line(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Event:
+def decode_line(text: str, *, max_bytes: int | None = None, limits: DecodeLimits = DEFAULT_LIMITS) -> Event:
     """Decode one line of a replay file (already text). Same checks and reasons as :func:`decode_event`."""
-    if len(text) * 4 > max_bytes:  # only then can the UTF-8 form exceed the limit: measure it
+    limit = limits.max_bytes if max_bytes is None else max_bytes
+    if len(text) * 4 > limit:  # only then can the UTF-8 form exceed the limit: measure it
         size = len(text.encode("utf-8", "surrogatepass"))
-        if size > max_bytes:
-            raise InvalidEvent("oversized", f"{size} bytes > limit {max_bytes}")
+        if size > limit:
+            raise InvalidEvent("oversized", f"{size} bytes > limit {limit}")
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
@@ -70,6 +110,10 @@ def decode_line(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Event:
         except UnicodeEncodeError as uexc:
             raise InvalidEvent("not_utf8", f"unpaired surrogate at character {uexc.start}") from None
         raise InvalidEvent("not_json", _json_error(exc)) from None
+    if len(text) > limits.trivial_size and type(obj) is dict:
+        problem = record_violation(obj, text, limits)
+        if problem is not None:
+            raise InvalidEvent("limits_exceeded", problem)
     return _validate(obj)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from schemas import CompactionRetryEvent, ToolCallEvent, ToolResultEvent
 from streams.decode import (
+    DEFAULT_MAX_BYTES,
     INVALID_REASONS,
     InvalidEvent,
     decode_event,
@@ -17,6 +18,7 @@ from streams.decode import (
     to_tool_event,
 )
 from streams.detection.types import MISSING, Outcome
+from streams.limits import DEFAULT_LIMITS, DecodeLimits
 
 H = "0f" * 32
 SECRET = "hunter2-do-not-log"
@@ -75,10 +77,57 @@ def test_valid_records_of_each_type() -> None:
         (b'{"type": "tool_call", "version": 2}', "future_version"),
         (b'{"type": "whatever_v9", "version": 9}', "future_version"),
         (b'{"type": "tool_call"}', "schema_invalid"),
+        (b'{"type": "tool_call", "args": ' + b"[" * 200 + b"]" * 200 + b"}", "limits_exceeded"),
+        (b'{"a": ' + b"[" * 1100 + b"]" * 1100 + b"}", "not_json"),  # beyond orjson's own depth limit
+        (b'{"a": 1e999}', "not_json"),  # beyond a double: JSON.parse would say Infinity
     ],
 )
 def test_each_reason(data: bytes, reason: str) -> None:
     assert reason_of(data)[0] == reason
+
+
+def test_reasons_are_a_closed_set() -> None:
+    assert INVALID_REASONS == (
+        "oversized",
+        "not_utf8",
+        "not_json",
+        "not_object",
+        "limits_exceeded",
+        "unknown_type",
+        "future_version",
+        "schema_invalid",
+    )
+    assert DEFAULT_MAX_BYTES == DEFAULT_LIMITS.max_bytes == 1_048_576
+
+
+def test_limits_exceeded_details_name_the_limit_not_the_content() -> None:
+    deep = rec(args={"x": [[[[[[[[[[SECRET]]]]]]]]]]})
+    wide = rec(args=[SECRET] * 40)
+    long_id = rec(run_id=SECRET * 50)
+    for data, limits, detail in [
+        (orjson.dumps(deep), DecodeLimits(max_depth=8), "max_depth: nesting deeper than 8 levels"),
+        (orjson.dumps(wide), DecodeLimits(max_values=30), "max_values: more than 30 JSON values (at least 48)"),
+        (
+            orjson.dumps(long_id),
+            DecodeLimits(max_id_length=100),
+            "max_id_length: run_id is 900 characters > limit 100",
+        ),
+    ]:
+        for decode in (decode_event, lambda d, **kw: decode_line(d.decode(), **kw)):
+            with pytest.raises(InvalidEvent) as info:
+                decode(data, limits=limits)
+            assert (info.value.reason, info.value.detail) == ("limits_exceeded", detail)
+        assert decode_event(data).event_id == "e1"  # the defaults admit all three
+
+
+def test_limits_apply_to_every_input_type() -> None:
+    data = orjson.dumps(rec(args=[[[[[[[[1]]]]]]]]))
+    limits = DecodeLimits(max_depth=5)
+    for value in (data, bytearray(data), memoryview(data)):
+        with pytest.raises(InvalidEvent) as info:
+            decode_event(value, limits=limits)
+        assert info.value.reason == "limits_exceeded"
+    assert decode_event(memoryview(data)).event_id == "e1"
 
 
 def test_oversized_is_checked_before_parsing() -> None:
@@ -201,9 +250,7 @@ def test_outcome_precedence(fields: dict[str, Any], outcome: Outcome | None) -> 
 
 
 def test_tool_result_and_compaction() -> None:
-    ev = to_tool_event(
-        decode_event(raw(type="tool_result", call_id="c9", args=..., args_hash=H, result_hash=H))
-    )
+    ev = to_tool_event(decode_event(raw(type="tool_result", call_id="c9", args=..., args_hash=H, result_hash=H)))
     assert (ev.kind, ev.call_id, ev.args, ev.outcome) == (
         "tool_result",
         "c9",
