@@ -70,6 +70,7 @@ KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
             "unknown_type",
             "future_version",
             "not_object",
+            "limits_exceeded",
         }
     ),
 }
