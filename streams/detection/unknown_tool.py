@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from streams.detection.canonical import JS_WHITESPACE
+from streams.detection.canonical import JS_WHITESPACE, sha256_hex
 
 _WS: Final = "[" + JS_WHITESPACE + "]"
 _QUOTE: Final = "[\"'`]?"
 _NAME: Final = "([a-z0-9_.-]+)"
 _FLAGS: Final = re.ASCII | re.IGNORECASE
+# Names travel in state, warning keys and verdict messages; a hostile megabyte-long "name" must not.
+MAX_NAME_LENGTH: Final = 128
 
 _PATTERNS: Final = (
     re.compile("unknown tool[:" + JS_WHITESPACE + "]+" + _QUOTE + _NAME, _FLAGS),
@@ -31,5 +33,7 @@ def unknown_tool_name(message: str) -> str | None:
     for pattern in _PATTERNS:
         match = pattern.search(message)
         if match is not None:
-            return match.group(1).lower()
+            name = match.group(1).lower()
+            # Longer names are replaced by their digest: equal names still match, sizes stay bounded.
+            return name if len(name) <= MAX_NAME_LENGTH else "sha256:" + sha256_hex(name)
     return None

@@ -335,3 +335,14 @@ def test_known_poll_tools() -> None:
 )
 def test_unknown_tool_name(message: str, name: str | None) -> None:
     assert unknown_tool_name(message) == name
+
+
+def test_huge_unknown_tool_names_are_bounded_but_still_compare() -> None:
+    from streams.detection import unknown_tool_name
+
+    a = unknown_tool_name("unknown tool: " + "a" * 1_000_000)
+    b = unknown_tool_name("Unknown tool: " + "A" * 1_000_000)
+    c = unknown_tool_name("unknown tool: " + "a" * 999_999)
+    assert a is not None and a == b and a != c
+    assert len(a) < 100
+    assert unknown_tool_name("unknown tool: " + "x" * 128) == "x" * 128
