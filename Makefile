@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit test-integration lint fmt schemas schemas-check run bench clean
+.PHONY: install test test-unit test-integration test-openclaw lint fmt schemas schemas-check run bench bench-plugin clean
 
 install: $(STAMP)
 
@@ -24,6 +24,10 @@ test-unit: install
 
 test-integration: install
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
+
+# Real OpenClaw gateway (Node 24 + openclaw@2026.7.35 from npm, under .tools/) against loopwatch, call by call.
+test-openclaw: install
+	LOOPWATCH_OPENCLAW_E2E=1 $(BIN)/python -m pytest -q -s tests/openclaw_e2e --timeout 1200 $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check streams schemas tests bench
@@ -45,6 +49,9 @@ run: install
 
 bench: install
 	$(BIN)/python -m bench.core_bench
+
+bench-plugin:
+	deploy/openclaw-plugin/scripts/ensure-deps.sh && node bench/plugin_bench.mjs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .artifacts

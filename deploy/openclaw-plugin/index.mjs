@@ -1,0 +1,141 @@
+// loopwatch bridge: an OpenClaw plugin that publishes every tool call, tool result and successful compaction
+// to loopwatch (Kafka topic loopwatch.events, design.md §3) and, with `enforce`, applies loopwatch's verdicts.
+//
+// register() may run more than once per process (registration modes "full", "discovery", ...; which one's
+// hooks dispatch depends on the OpenClaw version), so hooks are registered in every mode except
+// cli-metadata / setup-only, and all state (publisher, consumer, bridge) is module-global and created once.
+
+import { createBridge } from "./lib/bridge.mjs";
+import { ConfigError, resolveConfig } from "./lib/config.mjs";
+import { Enforcement, startVerdictConsumer } from "./lib/enforcer.mjs";
+import { kafkaProducerFactory, Publisher } from "./lib/publisher.mjs";
+
+export const PLUGIN_ID = "loopwatch-bridge";
+const SKIPPED_MODES = new Set(["cli-metadata", "setup-only"]);
+
+// Process-global, not module-global: OpenClaw may import this module more than once (startup and the agent
+// runtime loader), and every copy must share one publisher, one consumer and one bridge.
+const STATE = (globalThis[Symbol.for("loopwatch-bridge.state")] ??= { runtime: null, disabledReason: null });
+
+/** Aborts an OpenClaw run by session id through the plugin SDK (resolved lazily, inside the gateway). */
+async function abortRunViaSdk(sessionId, reason) {
+  const sdk = await import("openclaw/plugin-sdk/agent-harness");
+  const abort = sdk.abortAgentHarnessRun ?? sdk.abortEmbeddedAgentRun;
+  if (typeof abort !== "function") throw new Error("openclaw/plugin-sdk/agent-harness has no abortAgentHarnessRun");
+  const error = new Error(reason);
+  error.name = "LoopwatchAbort";
+  return abort(sessionId, { reason: error });
+}
+
+function createRuntime(api) {
+  const logger = api.logger;
+  const cfg = resolveConfig(api.pluginConfig ?? {});
+  if (cfg.gatewayIdDefaulted) {
+    logger?.warn?.(`loopwatch-bridge: no gatewayId configured; using the host name ${JSON.stringify(cfg.gatewayId)}`);
+  }
+  const publisher = new Publisher({
+    topic: cfg.topic,
+    maxBuffer: cfg.maxBuffer,
+    producerFactory: kafkaProducerFactory(cfg, logger),
+    logger,
+  });
+  const enforcement = cfg.enforce ? new Enforcement({ gatewayId: cfg.gatewayId, abortRun: abortRunViaSdk, logger }) : null;
+  const bridge = createBridge({ cfg, publisher, enforcement, logger });
+  logger?.info?.(
+    `loopwatch-bridge: publishing to ${cfg.topic} on ${cfg.brokers.join(",")} as gateway ${cfg.gatewayId}` +
+      ` (hashOnGateway=${cfg.hashOnGateway}, enforce=${cfg.enforce}, maxBuffer=${cfg.maxBuffer})`,
+  );
+  return { cfg, bridge, publisher, enforcement, consumer: null, logger };
+}
+
+function ensureConsumer() {
+  const runtime = STATE.runtime;
+  if (runtime?.enforcement && !runtime.consumer) {
+    runtime.consumer = startVerdictConsumer({ cfg: runtime.cfg, enforcement: runtime.enforcement, logger: runtime.logger });
+  }
+}
+
+async function stop(timeoutMs = 2000) {
+  const current = STATE.runtime;
+  if (!current) return;
+  STATE.runtime = null; // a later register() (gateway restart in-process) starts a fresh runtime
+  const consumer = current.consumer;
+  current.consumer = null;
+  await Promise.all([current.publisher.close(timeoutMs), consumer?.stop()]).catch(() => {});
+  current.logger?.info?.(`loopwatch-bridge: stopped; ${JSON.stringify(snapshot(current))}`);
+}
+
+/** Counters of the running bridge (for tests and diagnostics). */
+export function bridgeStats() {
+  return STATE.runtime ? snapshot(STATE.runtime) : null;
+}
+
+function snapshot(runtime) {
+  return {
+    bridge: { ...runtime.bridge.stats },
+    publisher: runtime.publisher.snapshot(),
+    enforcement: runtime.enforcement ? { ...runtime.enforcement.stats } : null,
+  };
+}
+
+function on(api, hook, handler, opts) {
+  try {
+    api.on(hook, handler, opts);
+    return true;
+  } catch (err) {
+    api.logger?.warn?.(`loopwatch-bridge: cannot register ${hook}: ${err?.message ?? err}`);
+    return false;
+  }
+}
+
+export function register(api) {
+  if (SKIPPED_MODES.has(api.registrationMode)) return;
+  if (STATE.disabledReason) return;
+  if (!STATE.runtime) {
+    try {
+      STATE.runtime = createRuntime(api);
+    } catch (err) {
+      STATE.disabledReason = err instanceof ConfigError ? `invalid config: ${err.message}` : String(err?.stack ?? err);
+      api.logger?.error?.(`loopwatch-bridge disabled: ${STATE.disabledReason}`);
+      return;
+    }
+  }
+  const runtime = STATE.runtime;
+  // Handlers look the runtime up at call time: every registration (and module copy) uses the live one.
+  const live = () => STATE.runtime?.bridge;
+  // Publishing happens in the handlers without awaiting anything; the consumer (enforce) starts with the
+  // gateway, or lazily with the first tool call when the host has no gateway_start.
+  on(api, "before_tool_call", (event, ctx) => {
+    ensureConsumer();
+    return live()?.beforeToolCall(event, ctx);
+  }, { priority: 1000 });
+  on(api, "after_tool_call", (event, ctx) => live()?.afterToolCall(event, ctx));
+  on(api, "after_compaction", (event, ctx) => live()?.afterCompaction(event, ctx));
+  on(api, "model_call_started", (event, ctx) => live()?.modelCallStarted(event, ctx));
+  on(api, "gateway_start", () => ensureConsumer());
+  on(api, "gateway_stop", () => stop());
+  if (runtime.cfg.enforce) {
+    if (typeof api.registerAgentToolResultMiddleware === "function") {
+      try {
+        api.registerAgentToolResultMiddleware((event, ctx) => live()?.toolResultMiddleware(event, ctx), { runtimes: ["openclaw"] });
+      } catch (err) {
+        api.logger?.warn?.(`loopwatch-bridge: warning notes disabled (tool-result middleware refused: ${err?.message ?? err})`);
+      }
+    } else {
+      api.logger?.warn?.("loopwatch-bridge: this OpenClaw has no tool-result middleware; warning notes are disabled");
+    }
+  }
+}
+
+/** Test hook: stop and forget the process-global runtime. */
+export async function resetForTests() {
+  await stop(100);
+  STATE.disabledReason = null;
+}
+
+export default {
+  id: PLUGIN_ID,
+  name: "loopwatch bridge",
+  description: "Publishes tool calls to loopwatch (Kafka) and optionally enforces its loop verdicts.",
+  register,
+};

@@ -1,0 +1,346 @@
+// The hook handlers: OpenClaw hook events in, design.md §3 records out (and enforcement decisions back).
+//
+// Every handler is synchronous, catches everything, and only appends to the publisher's in-memory buffer,
+// so a tool call is never delayed or failed by loopwatch. State is bounded.
+
+import { randomBytes } from "node:crypto";
+
+import { appendNotes, BoundedMap } from "./enforcer.mjs";
+import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
+import { argsDigest, callSignature, errorMessage, hashOutcome, isLoopVeto, processAction } from "./outcome.mjs";
+
+/** Event ids unique per gateway: a random boot id (new on every process start) and a counter. */
+export function eventIdFactory() {
+  const boot = Date.now().toString(36) + "-" + process.pid.toString(36) + "-" + randomBytes(4).toString("hex");
+  let counter = 0;
+  return () => boot + "-" + (++counter).toString(36);
+}
+
+function str(value) {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+/**
+ * @param {object} opts
+ * @param {object} opts.cfg          resolved config (lib/config.mjs)
+ * @param {{publish(key: string, value: string): boolean}} opts.publisher
+ * @param {import("./enforcer.mjs").Enforcement} [opts.enforcement]  required when cfg.enforce
+ */
+export function createBridge({ cfg, publisher, enforcement = null, logger = null, now = Date.now, newEventId = eventIdFactory() }) {
+  const gatewayId = cfg.gatewayId;
+  const hashOnGateway = cfg.hashOnGateway;
+  const enforce = cfg.enforce && enforcement !== null;
+  const maxEventBytes = cfg.maxEventBytes;
+  // "k:"+sessionKey / "s:"+sessionId -> the session's latest run id. Never cleared at agent_end: that hook
+  // fires per attempt, and a compaction retry continues the same run after it (observed on 2026.7.35).
+  const currentRun = new BoundedMap(8192);
+  const pendingArgs = new BoundedMap(8192); // scope key + NUL + call id -> args hash of the published tool_call
+  const seenBefore = new WeakMap(); // params object -> {identity, result}: one publish per dispatch even if
+  const seenAfter = new WeakMap(); //   register() ran twice and both registrations' hooks fire (identity =
+  //                                     scope key + call id, so a reused params object in another call counts)
+  const seenCompactions = new BoundedMap(256);
+  const callScope = new BoundedMap(8192); // tool call id -> scope key (enforce: the middleware has no run id)
+  const stats = {
+    toolCalls: 0,
+    toolResults: 0,
+    compactions: 0,
+    skippedNoSession: 0,
+    skippedNoOutcome: 0,
+    vetoedCalls: 0,
+    compactionsWithoutRun: 0,
+    compactionsIgnored: 0,
+    duplicateDispatches: 0,
+    oversized: 0,
+    hookErrors: 0,
+    blocked: 0,
+    notesAppended: 0,
+    middlewareCalls: 0,
+  };
+  let lastErrorLog = -Infinity;
+
+  function hookError(hook, err) {
+    stats.hookErrors++;
+    const t = now();
+    if (t - lastErrorLog < 60000) return;
+    lastErrorLog = t;
+    logger?.warn?.(`loopwatch-bridge: ${hook} handler error (event not published): ${err?.stack ?? err}`);
+  }
+
+  function sessionIdOf(ctx) {
+    return str(ctx?.sessionId) ?? str(ctx?.sessionKey);
+  }
+
+  function noteRun(sessionKey, sessionId, runId) {
+    if (!str(runId)) return;
+    if (str(sessionKey)) currentRun.set("k:" + sessionKey, runId);
+    if (str(sessionId)) currentRun.set("s:" + sessionId, runId);
+  }
+
+  function runFor(sessionKey, ...sessionIds) {
+    if (str(sessionKey)) {
+      const run = currentRun.get("k:" + sessionKey);
+      if (run) return run;
+    }
+    for (const id of sessionIds) {
+      if (!str(id)) continue;
+      const run = currentRun.get("s:" + id);
+      if (run) return run;
+    }
+    return undefined;
+  }
+
+  function common(type, ctx, sessionId, runId) {
+    return {
+      type,
+      event_id: newEventId(),
+      gateway_id: gatewayId,
+      agent_id: str(ctx?.agentId) ?? "main",
+      session_id: sessionId,
+      run_id: runId ?? null,
+      ts: now(),
+      version: EVENT_VERSION,
+    };
+  }
+
+  /** Serialise and queue; raw payloads too large for a record fall back to their hashes. */
+  function emit(key, record, rehash) {
+    let value = JSON.stringify(record);
+    if (value.length * 3 > maxEventBytes && Buffer.byteLength(value, "utf8") > maxEventBytes) {
+      if (rehash) {
+        rehash(record);
+        value = JSON.stringify(record);
+      }
+      if (Buffer.byteLength(value, "utf8") > maxEventBytes) {
+        stats.oversized++;
+        return false;
+      }
+    }
+    return publisher.publish(key, value);
+  }
+
+  /**
+   * Put `args_hash` (instead of raw args) on a record. A `process` poll/log call also gets `poll_action`:
+   * without raw args loopwatch cannot tell a known poll from any other call (Resolved point 10), and the
+   * action alone reveals nothing about the arguments.
+   */
+  function hashArgs(record, tool, params, argsHash) {
+    record.args_hash = argsHash || argsDigest(params);
+    const action = processAction(tool, params);
+    if (action !== null) record.poll_action = action;
+  }
+
+  /** Publish the tool_call record of a call; remembers its args hash for the matching tool_result. */
+  function publishCall(event, ctx, params, callId, sessionId, runId, key, tool) {
+    const argsHash = hashOnGateway || enforce ? argsDigest(params) : null;
+    const record = common("tool_call", ctx, sessionId, runId);
+    record.tool = tool;
+    record.call_id = callId;
+    if (hashOnGateway || !isJsonFaithful(params)) hashArgs(record, tool, params, argsHash);
+    else record.args = params;
+    const rehash = (r) => {
+      delete r.args;
+      hashArgs(r, tool, params, argsHash);
+    };
+    emit(key, record, rehash);
+    stats.toolCalls++;
+    if (callId !== null) {
+      pendingArgs.set(key + "\u0000" + callId, argsHash ?? "");
+      if (enforce) callScope.set(callId, key);
+    }
+    return { record, argsHash };
+  }
+
+  function beforeToolCall(event, ctx) {
+    try {
+      const params = event?.params;
+      const callId = str(event?.toolCallId) ?? str(ctx?.toolCallId) ?? null;
+      const sessionId = sessionIdOf(ctx);
+      const tool = str(event?.toolName) ?? str(ctx?.toolName);
+      if (!sessionId || !tool) {
+        stats.skippedNoSession++;
+        return undefined;
+      }
+      const runId = str(event?.runId) ?? str(ctx?.runId) ?? null;
+      const key = scopeKey(runId, sessionId);
+      // One dispatch reaches every registration's handler with the same params object.
+      const dupKey = params !== null && typeof params === "object" ? params : null;
+      const identity = key + "\u0000" + callId;
+      if (dupKey) {
+        const prev = seenBefore.get(dupKey);
+        if (prev && prev.identity === identity) {
+          stats.duplicateDispatches++;
+          return prev.result;
+        }
+      }
+      noteRun(ctx?.sessionKey, ctx?.sessionId, runId);
+      const { record, argsHash } = publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
+      let result;
+      if (enforce) {
+        const signature = callSignature(tool, argsHash);
+        enforcement.rememberCall(record.event_id, key, callId, signature);
+        const decision = enforcement.check(key, signature, str(ctx?.sessionId));
+        if (decision) {
+          stats.blocked++;
+          result = decision;
+        }
+      }
+      if (dupKey) seenBefore.set(dupKey, { identity, result });
+      return result;
+    } catch (err) {
+      hookError("before_tool_call", err);
+      return undefined;
+    }
+  }
+
+  function afterToolCall(event, ctx) {
+    try {
+      const params = event?.params;
+      const callId = str(event?.toolCallId) ?? str(ctx?.toolCallId) ?? null;
+      const sessionId = sessionIdOf(ctx);
+      const tool = str(event?.toolName) ?? str(ctx?.toolName);
+      if (!sessionId || !tool) {
+        stats.skippedNoSession++;
+        return;
+      }
+      const runId = str(event?.runId) ?? str(ctx?.runId) ?? null;
+      const key = scopeKey(runId, sessionId);
+      const dupKey = params !== null && typeof params === "object" ? params : null;
+      if (dupKey) {
+        const identity = key + "\u0000" + callId;
+        if (seenAfter.get(dupKey) === identity) {
+          stats.duplicateDispatches++;
+          return;
+        }
+        seenAfter.set(dupKey, identity);
+      }
+      const pendingKey = callId !== null ? key + "\u0000" + callId : null;
+      // The args hash published with this call's tool_call ("" when raw args were sent), if any.
+      const publishedHash = pendingKey !== null ? pendingArgs.get(pendingKey) : undefined;
+      if (publishedHash !== undefined) pendingArgs.delete(pendingKey);
+      const error = event?.error;
+      const result = event?.result;
+      const hasError = error !== undefined && error !== null;
+      if (isLoopVeto(result)) {
+        // OpenClaw's own detector vetoed this call, so before_tool_call never ran for it: publish its
+        // tool_call now (loopwatch then decides on it like OpenClaw did, and records nothing). A veto
+        // has no outcome hash, so there is no tool_result.
+        if (publishedHash === undefined) {
+          publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
+          if (pendingKey !== null) pendingArgs.delete(pendingKey);
+        }
+        stats.vetoedCalls++;
+        return;
+      }
+      if (!hasError && result === undefined) {
+        stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
+        return;
+      }
+      const record = common("tool_result", ctx, sessionId, runId);
+      record.tool = tool;
+      record.call_id = callId;
+      const argsHash = () => publishedHash || argsDigest(params);
+      const hashes = (r) => {
+        delete r.args;
+        delete r.result;
+        delete r.error;
+        hashArgs(r, tool, params, argsHash());
+        const outcome = hashOutcome(tool, params, result, error);
+        r.result_hash = outcome.resultHash;
+        if (outcome.unknownToolName !== null) r.unknown_tool_name = outcome.unknownToolName;
+      };
+      if (hashOnGateway) {
+        hashes(record);
+      } else {
+        if (isJsonFaithful(params)) record.args = params;
+        else hashArgs(record, tool, params, argsHash());
+        const message = hasError ? errorMessage(error) : undefined;
+        if (hasError && isJsonFaithful(message)) {
+          record.error = message;
+        } else if (!hasError && result !== null && isJsonFaithful(result)) {
+          record.result = result;
+        } else {
+          const outcome = hashOutcome(tool, params, result, error);
+          record.result_hash = outcome.resultHash;
+          if (outcome.unknownToolName !== null) record.unknown_tool_name = outcome.unknownToolName;
+        }
+      }
+      emit(key, record, hashes);
+      stats.toolResults++;
+    } catch (err) {
+      hookError("after_tool_call", err);
+    }
+  }
+
+  function afterCompaction(event, ctx) {
+    try {
+      // OpenClaw arms its post-compaction guard only where the runner itself compacts before a retry; those
+      // sites (and manual compaction) pass the session id. The agent SDK's own threshold auto-compaction
+      // fires after_compaction with only {sessionKey} and never arms the guard: it is not a compaction_retry.
+      if (!str(ctx?.sessionId)) {
+        stats.compactionsIgnored++;
+        return;
+      }
+      const sessionKey = str(ctx?.sessionKey);
+      const previous = str(event?.previousSessionId);
+      const runId = runFor(sessionKey, ctx?.sessionId, previous);
+      const dup = `${sessionKey}|${ctx?.sessionId}|${previous}|${event?.sessionFile}|${event?.tokenCount}|${event?.compactedCount}`;
+      const t = now();
+      const last = seenCompactions.get(dup);
+      if (last !== undefined && t - last < 2000) {
+        stats.duplicateDispatches++;
+        return;
+      }
+      seenCompactions.set(dup, t);
+      const sessionId = sessionIdOf(ctx) ?? previous;
+      if (!runId || !sessionId) {
+        stats.compactionsWithoutRun++;
+        return;
+      }
+      noteRun(sessionKey, ctx?.sessionId, runId); // a rotated session id keeps pointing at the run
+      emit(scopeKey(runId, sessionId), common("compaction_retry", ctx, sessionId, runId));
+      stats.compactions++;
+    } catch (err) {
+      hookError("after_compaction", err);
+    }
+  }
+
+  function modelCallStarted(event, ctx) {
+    try {
+      noteRun(event?.sessionKey ?? ctx?.sessionKey, event?.sessionId ?? ctx?.sessionId, event?.runId ?? ctx?.runId);
+    } catch (err) {
+      hookError("model_call_started", err);
+    }
+  }
+
+  function toolResultMiddleware(event, ctx) {
+    try {
+      stats.middlewareCalls++;
+      if (!enforce) return undefined;
+      // The middleware context carries only {runtime} on OpenClaw 2026.7.35: find the run by tool call id.
+      const callId = str(event?.toolCallId);
+      let key = callId !== undefined ? callScope.get(callId) : undefined;
+      if (key === undefined) {
+        const sessionId = sessionIdOf(ctx);
+        const runId = str(ctx?.runId) ?? runFor(ctx?.sessionKey, ctx?.sessionId);
+        if (!sessionId && !runId) return undefined;
+        key = scopeKey(runId, sessionId ?? "");
+      }
+      const notes = enforcement.takeNotes(key);
+      if (!notes.length) return undefined;
+      stats.notesAppended += notes.length;
+      return { result: appendNotes(event?.result, notes) };
+    } catch (err) {
+      hookError("tool_result_middleware", err);
+      return undefined;
+    }
+  }
+
+  return {
+    beforeToolCall,
+    afterToolCall,
+    afterCompaction,
+    modelCallStarted,
+    toolResultMiddleware,
+    stats,
+  };
+}

@@ -1,0 +1,47 @@
+// Test-only OpenClaw plugin: writes OpenClaw's own loop decisions (tool.loop diagnostic events) and the
+// tool/compaction/run hooks it sees, in order, as JSON lines to `config.out`. The e2e test attributes each
+// tool.loop event to the call it was decided for (the next before_tool_call, or the next vetoed
+// after_tool_call for a block).
+import { appendFileSync } from "node:fs";
+
+let out = null;
+let subscribed = false;
+const seen = new WeakSet();
+const write = (obj) => {
+  if (out) appendFileSync(out, JSON.stringify({ t: Date.now(), ...obj }) + "\n");
+};
+
+export default {
+  id: "loopwatch-e2e-observer",
+  name: "loopwatch e2e observer",
+  register(api) {
+    if (api.registrationMode === "cli-metadata" || api.registrationMode === "setup-only") return;
+    out ??= api.pluginConfig?.out ?? null;
+    write({ kind: "register", mode: api.registrationMode });
+    if (!subscribed) {
+      subscribed = true;
+      import("openclaw/plugin-sdk/diagnostic-runtime")
+        .then((sdk) => {
+          sdk.onDiagnosticEvent((event) => {
+            if (event?.type === "tool.loop") write({ kind: "tool.loop", ...event, trace: undefined });
+          });
+          write({ kind: "subscribed" });
+        })
+        .catch((err) => write({ kind: "subscribe-failed", error: String(err) }));
+    }
+    const once = (name, fn) => api.on(name, (event, ctx) => {
+      if (event && typeof event === "object") {
+        if (seen.has(event)) return undefined;
+        seen.add(event);
+      }
+      return fn(event ?? {}, ctx ?? {});
+    });
+    once("before_tool_call", (e, c) => write({ kind: "before", mode: api.registrationMode, toolName: e.toolName, toolCallId: e.toolCallId, runId: e.runId ?? c.runId, sessionId: c.sessionId, sessionKey: c.sessionKey, params: e.params }));
+    once("after_tool_call", (e, c) => write({
+      kind: "after", mode: api.registrationMode, toolName: e.toolName, toolCallId: e.toolCallId, runId: e.runId ?? c.runId, sessionId: c.sessionId,
+      error: e.error ?? null, details: e.result?.details ?? null, text: (e.result?.content ?? []).map((p) => p?.text ?? "").join("\n").slice(0, 400),
+    }));
+    once("after_compaction", (e, c) => write({ kind: "after_compaction", event: e, sessionId: c.sessionId, sessionKey: c.sessionKey, runId: c.runId ?? null }));
+    once("agent_end", (e, c) => write({ kind: "agent_end", runId: e.runId ?? c.runId, success: e.success, error: e.error ?? null, sessionId: c.sessionId }));
+  },
+};
