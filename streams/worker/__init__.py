@@ -1,0 +1,1 @@
+"""The streaming worker: a Faust app around the pure detection core (see :mod:`streams.worker.app`)."""

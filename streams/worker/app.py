@@ -1,0 +1,456 @@
+"""The Faust worker: topics, the run table, the batching agent, the TTL sweep and the metrics.
+
+Three tasks per worker (see :mod:`streams.worker.processing` for what is decided):
+
+1. *reader*: iterates the agent's stream with acknowledgements off (``stream.noack()``) and queues events;
+2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
+   the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
+   Per run it reads the state once and computes the new one (kept in a pending overlay until stored), then
+   it *sends* the batch's verdicts and dead letters and moves on to the next batch;
+3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts and dead
+   letters, it writes the batch's states to the table and their changelog records (each "as" the run's own
+   source event, so the RocksDB partition database and the changelog partition are the source partition's:
+   co-partitioning); once those are confirmed too, it acknowledges the batch's events.
+
+Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
+event is never committed before its state, verdicts and dead letter are durable. A stored state is written
+only after its verdicts were confirmed, so a redelivered event that the stored state already covers needs
+nothing re-published; an event whose state was not stored is applied again, from the same earlier state, and
+produces the same verdicts (same ``verdict_id``, same bytes). Any error before acknowledgement ends the
+process (no acknowledgement, no commit): the next owner gets the events again. Nothing here depends on the
+embedded broker, apart from the remedies of :mod:`streams.kafka_compat` and :mod:`streams.worker.embedded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from streams.config_file import LoadedConfig
+from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
+from streams.metrics import WorkerMetrics
+from streams.worker import expiry
+from streams.worker.embedded import shorten_fetch_wait
+from streams.worker.event_context import as_current_event
+from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
+from streams.worker.settings import TABLE_NAME, WorkerSettings
+
+log = logging.getLogger(__name__)
+
+#: Exit status when the worker stops itself after an unrecoverable processing or delivery error.
+EXIT_FATAL = 70
+_SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event processing for long
+_MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
+_MAX_IN_FLIGHT = 8
+
+
+class _ReaderStopped:
+    """Queued by the reader task when the stream iteration ends or fails."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A processed batch on its way to being stored and acknowledged."""
+
+    events: Sequence[Any]
+    sent: Any  # future: confirmation of the verdicts and dead letters
+    writes: list[tuple[bytes, bytes, int, Any]]  # (key, envelope, partition, the run's last source event)
+    publications: list[Publication] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    applied_types: list[str] = field(default_factory=list)
+    redelivered: int = 0
+    duplicates: int = 0
+    next_offsets: dict[int, int] = field(default_factory=dict)
+
+
+class LoopwatchWorker:
+    """One worker process: builds the Faust app and runs it."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        config: LoadedConfig,
+        metrics: WorkerMetrics,
+        *,
+        fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.processor = RunProcessor(config)
+        self._fatal_handler = fatal or _exit_now
+        self._lock = asyncio.Lock()
+        self._agent_starts = 0
+        self._pending_states: dict[bytes, bytes] = {}  # computed, not yet stored (verdicts unconfirmed)
+        self._next_offsets: dict[int, int] = {}
+        self._lag_partitions: set[int] = set()
+        client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
+        app = faust.App(
+            settings.group,
+            **faust_settings_for(settings.bootstrap, embedded=settings.embedded),
+            store="rocksdb://" if settings.store == "rocksdb" else "memory://",
+            datadir=settings.data_dir,
+            topic_partitions=settings.partitions,
+            broker_client_id=client_id,
+            consumer_max_fetch_size=_MAX_FETCH_BYTES,
+            web_bind=settings.web_host,
+            web_host=settings.web_host,
+            web_port=settings.web_port,
+            autodiscover=False,
+        )
+        apply_kafka_compat(app)
+        if settings.embedded:
+            shorten_fetch_wait(app)
+        self.app = app
+        self.events_topic = app.topic(
+            settings.events_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=settings.partitions,
+        )
+        self.table = app.Table(
+            TABLE_NAME,
+            key_type=bytes,
+            value_type=bytes,
+            partitions=settings.partitions,
+            help="Per-run loop-detection state (stored-run envelopes keyed by scope key)",
+        )
+        self.changelog_topic = settings.changelog_topic
+        app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
+        app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
+
+    # --- topics ------------------------------------------------------------------------------------------
+
+    def required_topics(self) -> dict[str, int]:
+        """Every topic with its partition count: events, verdicts, dead letters, changelog, leader topic."""
+        n = self.settings.partitions
+        topics = required_topics(
+            self.app,
+            {
+                self.settings.events_topic: n,
+                self.settings.verdicts_topic: n,
+                self.settings.dead_letter_topic: n,
+            },
+        )
+        if topics.get(self.changelog_topic) != n:
+            raise RuntimeError(f"changelog topic {self.changelog_topic} must have {n} partitions")
+        return topics
+
+    # --- the agent ---------------------------------------------------------------------------------------
+
+    def _make_agent(self) -> Callable[[Any], Any]:
+        async def detect(stream: Any) -> None:
+            await self._run_agent(stream)
+
+        return detect
+
+    async def _run_agent(self, stream: Any) -> None:
+        self._agent_starts += 1
+        if self._agent_starts > 1:
+            if self.app.should_stop:
+                return
+            # A restarted actor would resume after events the previous one held unacknowledged, applying
+            # later events before earlier ones. Only a new process (redelivery from the commit) is safe.
+            self._fatal(RuntimeError("the detection agent was restarted in-process"))
+            return
+        # Everything alive now (modules, Faust's and aiokafka's services) lives as long as the process: keep
+        # it out of the cyclic garbage collector's full passes, which otherwise pause the loop for ~70 ms.
+        gc.collect()
+        gc.freeze()
+        manual = stream.noack()
+        events: asyncio.Queue[Any] = asyncio.Queue(maxsize=self.settings.max_batch * 4)
+        pending: asyncio.Queue[_InFlight] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+        reader = asyncio.ensure_future(self._read(manual, events))
+        acker = asyncio.ensure_future(self._ack(manual, pending))
+        max_batch = self.settings.max_batch
+        linger = self.settings.batch_linger
+        last_size = 0
+        try:
+            while True:
+                item = await events.get()
+                if isinstance(item, _ReaderStopped):
+                    if item.error is not None:
+                        self._fatal(item.error)
+                    return
+                waiting = events.qsize()
+                if linger > 0 and waiting < max_batch and (waiting or last_size > 1):
+                    # Events keep coming, so let the reader fill the queue a little: batch overhead (sends,
+                    # futures, acknowledgements) is paid once per batch. An isolated event (nothing waiting,
+                    # last batch a single event) is processed at once.
+                    await asyncio.sleep(linger)
+                batch = [item]
+                while len(batch) < max_batch and not events.empty():
+                    nxt = events.get_nowait()
+                    if isinstance(nxt, _ReaderStopped):
+                        events.put_nowait(nxt)  # handle it after this batch
+                        break
+                    batch.append(nxt)
+                last_size = len(batch)
+                try:
+                    flight = await self._process(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._fatal(exc)
+                    return
+                if flight is None:
+                    return  # shutting down: leave the batch unacknowledged
+                await pending.put(flight)
+        finally:
+            reader.cancel()
+            acker.cancel()
+
+    async def _read(self, stream: Any, queue: asyncio.Queue[Any]) -> None:
+        error: BaseException | None = None
+        try:
+            async for event in stream.events():
+                await queue.put(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = exc
+        await queue.put(_ReaderStopped(error))
+
+    async def _ack(self, stream: Any, pending: asyncio.Queue[_InFlight]) -> None:
+        """Per batch, in order: verdicts confirmed -> states stored -> changelog confirmed -> acknowledge."""
+        while True:
+            flight = await pending.get()
+            try:
+                await flight.sent
+                stored = await self._store(flight)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._fatal(exc)
+                return
+            if not stored:
+                return  # shutting down: leave the rest unacknowledged, it is redelivered
+            for event in flight.events:
+                await stream.ack(event)
+            self._count(flight)
+
+    async def _store(self, flight: _InFlight) -> bool:
+        """Write a confirmed batch's states to the table and the changelog; wait for the changelog."""
+        async with self._lock:
+            if self.table.should_stop:
+                return False
+            data = self.table.data
+            pending = self._pending_states
+            for key, value, _, event in flight.writes:
+                with as_current_event(event):
+                    data[key] = value
+                if pending.get(key) is value:  # no later batch has a newer state for this run
+                    del pending[key]
+            send = self.app.producer.send
+            changelog = self.changelog_topic
+            futures = [await send(changelog, key, value, p, None, None) for key, value, p, _ in flight.writes]
+        metas = await asyncio.gather(*futures)
+        if not self.table.should_stop:  # a closed RocksDB store would be reopened
+            self._note_persisted([p for _, _, p, _ in flight.writes], metas)
+        return True
+
+    async def _process(self, batch: Sequence[Any]) -> _InFlight | None:
+        """Apply one batch and send its verdicts and dead letters; the acker does the rest.
+
+        Returns None, touching nothing, once the table is shutting down: the events stay unacknowledged and
+        are redelivered. A run's state is read from the pending overlay first (a batch still in flight may
+        have a newer state than the table).
+        """
+        if self.table.should_stop:
+            return None
+        now_ms = int(time.time() * 1000)
+        records = [InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)]
+        next_offsets = {rec.partition: rec.offset + 1 for rec in records}
+        plan = plan_batch(records, now_ms)
+        data = self.table.data
+        pending = self._pending_states
+        process = self.processor.process
+        writes: list[tuple[bytes, bytes, int, Any]] = []
+        publications: list[Publication] = []
+        applied_types: list[str] = []
+        redelivered = duplicates = 0
+        async with self._lock:
+            for group in plan.groups.values():
+                key = group.key
+                stored = pending.get(key)
+                if stored is None:
+                    with as_current_event(batch[group.indexes[0]]):
+                        stored = data.get(key)
+                result = process(group, records, stored, now_ms)
+                if result.value is not None:
+                    pending[key] = result.value
+                    writes.append((key, result.value, result.partition, batch[group.indexes[-1]]))
+                publications.extend(result.publications)
+                applied_types.extend(result.applied_types)
+                redelivered += result.redelivered
+                duplicates += result.duplicates
+            send = self.app.producer.send
+            verdicts = self.settings.verdicts_topic
+            dead_topic = self.settings.dead_letter_topic
+            futures = [await send(verdicts, p.key, p.value, None, None, None) for p in publications]
+            futures += [await send(dead_topic, d.key, d.value, None, None, None) for d in plan.dead_letters]
+        return _InFlight(
+            events=batch,
+            sent=asyncio.gather(*futures),
+            writes=writes,
+            publications=publications,
+            dead_letters=plan.dead_letters,
+            applied_types=applied_types,
+            redelivered=redelivered,
+            duplicates=duplicates,
+            next_offsets=next_offsets,
+        )
+
+    def _count(self, flight: _InFlight) -> None:
+        """Metrics of a confirmed batch."""
+        confirmed = time.time()
+        metrics = self.metrics
+        for event_type in flight.applied_types:
+            metrics.count_event(event_type)
+        for dead in flight.dead_letters:
+            metrics.count_invalid(dead.reason)
+        if flight.redelivered:
+            metrics.redelivered.inc(flight.redelivered)
+        if flight.duplicates:
+            metrics.duplicates.inc(flight.duplicates)
+        for pub in flight.publications:
+            metrics.count_verdict(pub.decision, pub.detector)
+            if pub.event_ts_ms is not None:
+                metrics.latency.observe(max(0.0, confirmed - pub.event_ts_ms / 1000.0))
+        metrics.batch_events.observe(len(flight.events))
+        self._next_offsets.update(flight.next_offsets)
+
+    def _note_persisted(self, partitions: Sequence[int], metas: Sequence[Any]) -> None:
+        """Tell a RocksDB store how far its changelog partitions are confirmed (recovery resumes there)."""
+        newest: dict[int, int] = {}
+        for partition, meta in zip(partitions, metas, strict=True):
+            offset = getattr(meta, "offset", None)
+            if isinstance(offset, int) and offset > newest.get(partition, -1):
+                newest[partition] = offset
+        store: Any = self.table.data
+        for partition, offset in newest.items():
+            store.set_persisted_offset(TP(self.changelog_topic, partition), offset)
+
+    # --- TTL sweep, state gauges and lag -----------------------------------------------------------------
+
+    def _make_sweep(self) -> Callable[[], Any]:
+        async def sweep() -> None:
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("state sweep failed; retrying at the next interval")
+
+        return sweep
+
+    def _active_partitions(self) -> set[int]:
+        topic = self.settings.events_topic
+        return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
+
+    async def sweep(self) -> None:
+        """Expire idle runs of owned partitions (delete + changelog tombstone) and refresh the gauges."""
+        app = self.app
+        if app.rebalancing or app.in_recovery or app.should_stop:
+            return
+        active = self._active_partitions()
+        ttl_ms = int(self.settings.state_ttl * 1000)
+        data = self.table.data
+        keys = list(data.keys())
+        totals = expiry.SweepResult()
+        expired = 0
+        for start in range(0, len(keys), _SWEEP_CHUNK):
+            async with self._lock:
+                if app.rebalancing or app.in_recovery or app.should_stop:
+                    return
+                now_ms = int(time.time() * 1000)
+                chunk = expiry.SweepResult()
+                items = [(k, v) for k in keys[start : start + _SWEEP_CHUNK] if (v := data.get(k)) is not None]
+                expiry.sweep(items, now_ms=now_ms, ttl_ms=ttl_ms, active_partitions=active, result=chunk)
+                sends = []
+                for key, partition in chunk.expired:
+                    raw = data.get(key)
+                    if key in self._pending_states or raw is None:
+                        continue  # a batch in flight has a new state for it
+                    if not expiry.is_expired(raw, now_ms=now_ms, ttl_ms=ttl_ms):
+                        continue
+                    del data[key]
+                    self.processor.forget(key)
+                    sends.append(await app.producer.send(self.changelog_topic, key, None, partition, None, None))
+                if sends:
+                    await asyncio.gather(*sends)
+                expired += len(sends)
+                totals.live_runs += chunk.live_runs
+                totals.live_bytes += chunk.live_bytes
+            await asyncio.sleep(0)
+        if expired:
+            self.metrics.expired.inc(expired)
+            log.info("expired %d idle runs (TTL %.0fs)", expired, self.settings.state_ttl)
+        self.metrics.active_runs.set(totals.live_runs)
+        self.metrics.state_bytes.set(totals.live_bytes)
+        self._update_lag(active)
+
+    def _update_lag(self, active: set[int]) -> None:
+        gauge = self.metrics.consumer_lag
+        consumer = self.app.consumer
+        for partition in self._lag_partitions - active:
+            gauge.remove(str(partition))
+            self._next_offsets.pop(partition, None)
+        self._lag_partitions = set(active)
+        for partition in active:
+            try:
+                highwater = consumer.highwater(TP(self.settings.events_topic, partition))
+            except Exception:  # not fetched yet
+                highwater = None
+            if highwater is None:
+                continue
+            position = self._next_offsets.get(partition, highwater)
+            gauge.labels(partition=str(partition)).set(max(0, highwater - position))
+
+    # --- running -----------------------------------------------------------------------------------------
+
+    def _fatal(self, exc: BaseException) -> None:
+        log.critical("stopping the worker without acknowledging the current batch: %r", exc, exc_info=exc)
+        self._fatal_handler(exc)
+
+    def run(self) -> int:
+        """Run the Faust worker until SIGTERM/SIGINT; returns the exit status."""
+        worker = faust.Worker(
+            self.app,
+            loglevel=self.settings.log_level,
+            quiet=True,
+            redirect_stdouts=False,
+        )
+        # Faust's terminal spinner lowers the root logger to DEBUG (so it spins on every record), which makes
+        # every debug call in aiokafka build a log record: about a tenth of the worker's CPU under load.
+        worker.spinner = None
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as exc:
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
+        return 0
+
+
+def _exit_now(exc: BaseException) -> None:
+    """End the process at once: no acknowledgement, no commit; the group hands the partitions on."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_FATAL)

@@ -1,0 +1,57 @@
+"""Dead-letter records: a bad input record, why it was rejected, and its original bytes.
+
+A bad record must never stop its partition, and operators need enough to find and replay it: the reason (a
+closed set, also the metric label), a detail that never quotes argument or result values, the source
+coordinates and the original key and value (base64). Kafka brokers reject records above their size limit
+(1 MB by default), so the original is cut to fit :data:`MAX_RECORD_BYTES` and flagged when it does not: an
+undeliverable dead-letter record would stall the partition it is meant to protect.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Final
+
+import orjson
+
+#: Upper bound of an encoded dead-letter record (below Kafka's default ``message.max.bytes`` of 1 MB).
+MAX_RECORD_BYTES: Final = 900_000
+_ENVELOPE_SLACK: Final = 4_096
+
+
+def rfc3339_ms(epoch_ms: float) -> str:
+    """UTC RFC 3339 text with millisecond precision."""
+    return datetime.fromtimestamp(epoch_ms / 1000.0, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def dead_letter_record(
+    *,
+    reason: str,
+    detail: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    original: bytes,
+    received_at_ms: float,
+    max_bytes: int = MAX_RECORD_BYTES,
+) -> bytes:
+    """The JSON value of one ``loopwatch.dead-letter`` record."""
+    key_b64 = base64.b64encode(key).decode("ascii") if key is not None else None
+    detail = detail if len(detail) <= 1000 else detail[:997] + "..."
+    budget = max_bytes - _ENVELOPE_SLACK - len(key_b64 or "") - len(detail) * 4
+    keep = max(0, budget // 4 * 3)  # base64 turns 3 bytes into 4 characters
+    truncated = len(original) > keep
+    record: dict[str, object] = {
+        "reason": reason,
+        "detail": detail,
+        "source": {"topic": topic, "partition": partition, "offset": offset},
+        "key": key_b64,
+        "original": base64.b64encode(original[:keep] if truncated else original).decode("ascii"),
+        "received_at": rfc3339_ms(received_at_ms),
+    }
+    if truncated:
+        record["original_truncated"] = True
+        record["original_size"] = len(original)
+    return orjson.dumps(record)

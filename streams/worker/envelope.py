@@ -1,0 +1,92 @@
+"""The stored-run envelope: what the worker keeps per scope key around the core's :class:`RunState`.
+
+The core knows nothing about Kafka, so delivery bookkeeping lives here, next to the state it protects and in
+the same table value (one write, one changelog record, atomically consistent):
+
+* ``partition`` / ``last_offset``: the source coordinates of the newest event applied. A redelivered event
+  (same partition, offset at or below it) is never applied twice;
+* ``last_seen_ms``: processing time of the last write, for the idle-run TTL;
+* the core state's primitive form.
+
+There are no recorded verdicts to re-publish: the worker writes a state only after the broker confirmed every
+verdict of the events it covers (see :mod:`streams.worker.app`), so a stored state proves its verdicts were
+delivered, and the envelope stays as small as the core state (under 4 KiB at default settings).
+
+Encoded as one msgpack array. The first four fields are plain integers so :func:`peek` can read them without
+decoding the core state (the TTL sweep looks at every run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import msgpack
+
+from streams.detection import RunState
+
+FORMAT: Final = 1
+_FIELDS: Final = 5
+
+
+class EnvelopeError(ValueError):
+    """A stored value this worker did not write (or a future format)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The envelope fields the TTL sweep needs."""
+
+    partition: int
+    last_offset: int
+    last_seen_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A decoded envelope."""
+
+    partition: int
+    last_offset: int
+    last_seen_ms: int
+    state: RunState
+
+
+def encode(partition: int, last_offset: int, last_seen_ms: int, state: RunState) -> bytes:
+    packed: bytes = msgpack.packb(
+        [FORMAT, partition, last_offset, last_seen_ms, state.to_primitive()], use_bin_type=True
+    )
+    return packed
+
+
+def decode(raw: bytes) -> StoredRun:
+    """Inverse of :func:`encode`; raises :class:`EnvelopeError` on anything else."""
+    try:
+        obj = msgpack.unpackb(raw, raw=False)
+        version, partition, last_offset, last_seen_ms, primitive = obj
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise EnvelopeError(f"not a stored run: {exc}") from None
+    if version != FORMAT:
+        raise EnvelopeError(f"unsupported stored-run format {version!r}")
+    if not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
+        raise EnvelopeError("stored-run header must be integers")
+    try:
+        state = RunState.from_primitive(primitive)
+    except ValueError as exc:
+        raise EnvelopeError(f"bad core state: {exc}") from None
+    return StoredRun(partition, last_offset, last_seen_ms, state)
+
+
+def peek(raw: bytes) -> Header:
+    """The header of an envelope without decoding the rest."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(raw)
+    try:
+        if unpacker.read_array_header() != _FIELDS:
+            raise EnvelopeError("not a stored run")
+        version, partition, last_offset, last_seen_ms = (unpacker.unpack() for _ in range(4))
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise EnvelopeError(f"not a stored run: {exc}") from None
+    if version != FORMAT or not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
+        raise EnvelopeError("unsupported stored-run header")
+    return Header(partition, last_offset, last_seen_ms)

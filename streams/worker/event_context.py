@@ -1,0 +1,34 @@
+"""Run table operations "as" a given Faust event, so they use that event's partition.
+
+Faust picks a table key's changelog partition and its RocksDB partition database from the *current event*
+(a context variable its stream iterator sets per event). A batch holds events of several partitions, and
+outside the iterator there is no current event at all (``Stream.take()`` batches hit exactly that: table
+writes raise ``TypeError`` or, with a stale event, land in the wrong partition). Setting the variable to the
+run's own source event for the duration of each read and write keeps every key in its source partition:
+the co-partitioning that table recovery and rebalancing rely on.
+
+This is Faust's own mechanism (``faust.streams._current_event``; pinned faust-streaming 0.15.3), used
+exactly as its stream iterator uses it; tests/integration/test_worker_*.py checks the resulting changelog
+partitions on a real broker.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from faust import streams as _faust_streams
+
+_CURRENT_EVENT: Any = _faust_streams._current_event
+
+
+@contextmanager
+def as_current_event(event: Any) -> Iterator[None]:
+    """Within the block, ``faust.current_event()`` is ``event``."""
+    token = _CURRENT_EVENT.set(weakref.ref(event))
+    try:
+        yield
+    finally:
+        _CURRENT_EVENT.reset(token)

@@ -1,0 +1,235 @@
+"""Batch processing without Faust: records in, state values, verdicts and dead letters out.
+
+The Faust shell (:mod:`streams.worker.app`) only moves bytes between Kafka, the table and these functions, so
+everything that decides *what* is written lives here and is unit-tested with plain dicts. The benchmark's
+raw-aiokafka loop uses the same code.
+
+Per batch: decode every record (bad ones become dead letters), group valid events by scope key in offset
+order, then per run read the stored envelope once, apply its events through :mod:`streams.runner` (so
+streaming output equals ``loopwatch replay``), and write it once.
+
+Idempotence (the broker may redeliver anything after the last committed offset): an event at or below the
+envelope's ``last_offset`` in the same partition was applied already and is not applied again. Nothing needs
+re-publishing for it: the worker stores a state only once the broker confirmed the verdicts of every event
+the state covers (:mod:`streams.worker.app`), so a redelivered event's verdicts were delivered. The envelope
+is still written again: a RocksDB store can survive a crash *ahead* of its changelog, and rewriting heals
+that. An event whose state was not stored yet is simply applied again, from the same earlier state, and
+yields the same verdicts (same ``verdict_id``, same content).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from schemas import Event, SourceRef
+from streams.config_file import LoadedConfig
+from streams.decode import InvalidEvent, decode_event, scope_key
+from streams.detection import RunState
+from streams.runner import step, to_verdict
+from streams.worker import envelope
+from streams.worker.deadletter import dead_letter_record
+from streams.worker.envelope import StoredRun
+
+log = logging.getLogger(__name__)
+
+#: Dead-letter reason for a valid event whose record key is not its scope key: its run's events may be spread
+#: over partitions, so neither ordering nor the table's partitioning would hold.
+KEY_MISMATCH = "key_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One consumed record, as the shell hands it over."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """A verdict record to send, with what the metrics need."""
+
+    key: bytes
+    value: bytes
+    decision: str
+    detector: str
+    event_ts_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A rejected record: its dead-letter value, the original key, and the reason (metric label)."""
+
+    key: bytes | None
+    value: bytes
+    reason: str
+
+
+@dataclass(slots=True)
+class RunGroup:
+    """The valid events of one scope key in a batch, in offset order (indexes into the batch)."""
+
+    key: bytes
+    indexes: list[int] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    groups: dict[bytes, RunGroup]
+    dead_letters: list[DeadLetter]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What applying one run's events produced. ``value`` None means the stored envelope stays as is."""
+
+    value: bytes | None
+    partition: int
+    publications: list[Publication]
+    applied_types: list[str]
+    redelivered: int = 0
+    duplicates: int = 0
+
+
+def plan_batch(records: Sequence[InputRecord], received_at_ms: float) -> BatchPlan:
+    """Decode and group a batch; every record ends up in exactly one group or one dead letter."""
+    groups: dict[bytes, RunGroup] = {}
+    dead: list[DeadLetter] = []
+    for index, rec in enumerate(records):
+        raw = rec.value if rec.value is not None else b""
+        try:
+            event = decode_event(raw)
+        except InvalidEvent as exc:
+            dead.append(_dead(rec, raw, exc.reason, exc.detail, received_at_ms))
+            continue
+        key = scope_key(event).encode("utf-8")
+        if rec.key != key:
+            detail = "record has no key" if rec.key is None else "record key differs from the event's scope key"
+            dead.append(_dead(rec, raw, KEY_MISMATCH, detail + " (run_id, else session_id)", received_at_ms))
+            continue
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = RunGroup(key)
+        group.indexes.append(index)
+        group.events.append(event)
+    return BatchPlan(groups, dead)
+
+
+def _dead(rec: InputRecord, raw: bytes, reason: str, detail: str, received_at_ms: float) -> DeadLetter:
+    value = dead_letter_record(
+        reason=reason,
+        detail=detail,
+        topic=rec.topic,
+        partition=rec.partition,
+        offset=rec.offset,
+        key=rec.key,
+        original=raw,
+        received_at_ms=received_at_ms,
+    )
+    return DeadLetter(rec.key, value, reason)
+
+
+class _Const:
+    """``runner.step`` asks for the run's state through a loader; here it is already at hand."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: RunState | None) -> None:
+        self.state = state
+
+    def __call__(self, scope: str) -> RunState | None:
+        return self.state
+
+
+class RunProcessor:
+    """Applies runs' events to their stored envelopes. Holds the config and a small decoded-state cache.
+
+    The cache maps a key to the exact bytes last read or written and their decoded form; it is only used when
+    the store returns those same bytes, so recovery, rebalances and TTL deletes can never make it stale.
+    """
+
+    def __init__(self, config: LoadedConfig, *, cache_size: int = 1024) -> None:
+        self.config = config
+        self._cache: OrderedDict[bytes, tuple[bytes, StoredRun]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def decode(self, key: bytes, raw: bytes) -> StoredRun | None:
+        hit = self._cache.get(key)
+        if hit is not None and (hit[0] is raw or hit[0] == raw):
+            self._cache.move_to_end(key)
+            return hit[1]
+        try:
+            stored = envelope.decode(raw)
+        except envelope.EnvelopeError as exc:
+            log.error("ignoring undecodable stored state of one run (%s); starting it afresh", exc)
+            return None
+        self._remember(key, raw, stored)
+        return stored
+
+    def _remember(self, key: bytes, raw: bytes, stored: StoredRun) -> None:
+        if self._cache_size <= 0:
+            return
+        self._cache[key] = (raw, stored)
+        self._cache.move_to_end(key)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def forget(self, key: bytes) -> None:
+        self._cache.pop(key, None)
+
+    def process(
+        self,
+        group: RunGroup,
+        records: Sequence[InputRecord],
+        stored_value: bytes | None,
+        now_ms: int,
+    ) -> RunResult:
+        """Apply one run's events of this batch to its stored envelope (see the module docstring)."""
+        key = group.key
+        partition = records[group.indexes[0]].partition
+        stored = self.decode(key, stored_value) if stored_value is not None else None
+        state: RunState | None = None
+        last_offset = -1
+        if stored is not None:
+            state = stored.state
+            if stored.partition == partition:  # else the topic was repartitioned: offsets are not comparable
+                last_offset = stored.last_offset
+        publications: list[Publication] = []
+        applied: list[str] = []
+        redelivered = duplicates = 0
+        config = self.config
+        for index, event in zip(group.indexes, group.events, strict=True):
+            rec = records[index]
+            offset = rec.offset
+            if offset <= last_offset:
+                redelivered += 1
+                continue
+            result = step(_Const(state), event, config)
+            if state is not None and result.state is state:
+                duplicates += 1  # the core returns the very same state for a duplicate event
+            state = result.state
+            last_offset = offset
+            applied.append(event.type)
+            if not result.decisions:
+                continue
+            source = SourceRef(topic=rec.topic, partition=partition, offset=offset)
+            ts_ms: float | None = event.ts_ms()
+            for decision in result.decisions:
+                if decision.published:
+                    verdict = to_verdict(event, decision, config_hash=config.config_hash, source=source)
+                    value = orjson.dumps(verdict.model_dump(mode="json"))
+                    publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms))
+        new_value: bytes | None = None
+        if state is not None:  # always the case: the group is not empty
+            new_value = envelope.encode(partition, last_offset, now_ms, state)
+            self._remember(key, new_value, StoredRun(partition, last_offset, now_ms, state))
+        return RunResult(new_value, partition, publications, applied, redelivered, duplicates)

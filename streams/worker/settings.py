@@ -1,0 +1,130 @@
+"""Worker settings: one frozen value built from the command line, with environment-variable defaults.
+
+Everything a deployment varies is a flag with a ``LOOPWATCH_*`` environment default, so containers and the
+Kubernetes StatefulSet configure workers without a custom entry point (see deploy/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+EVENTS_TOPIC: Final = "loopwatch.events"
+VERDICTS_TOPIC: Final = "loopwatch.verdicts"
+DEAD_LETTER_TOPIC: Final = "loopwatch.dead-letter"
+TABLE_NAME: Final = "runs"  # changelog topic: "<group>-runs-changelog"
+
+DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
+DEFAULT_GROUP: Final = "loopwatch"
+DEFAULT_PARTITIONS: Final = 12
+DEFAULT_METRICS_PORT: Final = 9464
+DEFAULT_WEB_PORT: Final = 6066
+DEFAULT_STATE_TTL: Final = 24 * 3600.0
+DEFAULT_DATA_DIR: Final = ".state/worker"
+
+StoreKind = Literal["rocksdb", "memory"]
+
+
+class SettingsError(ValueError):
+    """A setting (flag or environment variable) has an unusable value."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How one worker process runs. ``embedded`` selects short group sessions for the embedded broker."""
+
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    group: str = DEFAULT_GROUP
+    config_path: str | None = None
+    partitions: int = DEFAULT_PARTITIONS
+    store: StoreKind = "rocksdb"
+    data_dir: str = DEFAULT_DATA_DIR
+    state_ttl: float = DEFAULT_STATE_TTL
+    metrics_port: int = DEFAULT_METRICS_PORT
+    metrics_host: str = "127.0.0.1"
+    web_port: int = DEFAULT_WEB_PORT
+    web_host: str = "127.0.0.1"
+    embedded: bool = False
+    max_batch: int = 500
+    batch_linger: float = 0.01
+    sweep_interval: float | None = None
+    log_level: str = "info"
+    worker_id: str | None = None
+    events_topic: str = EVENTS_TOPIC
+    verdicts_topic: str = VERDICTS_TOPIC
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise SettingsError(f"partitions must be at least 1, not {self.partitions}")
+        if self.store not in ("rocksdb", "memory"):
+            raise SettingsError(f"store must be rocksdb or memory, not {self.store!r}")
+        if self.state_ttl < 0:
+            raise SettingsError("state TTL must not be negative (0 disables expiry)")
+        if not 0 <= self.batch_linger <= 1:
+            raise SettingsError("batch linger must be between 0 and 1 second")
+        if not 1 <= self.max_batch <= 10_000:
+            raise SettingsError("max batch must be between 1 and 10000")
+        for name, port in (("metrics", self.metrics_port), ("web", self.web_port)):
+            if not 0 <= port <= 65535:
+                raise SettingsError(f"{name} port {port} out of range")
+        if self.sweep_interval is not None and not self.sweep_interval > 0:
+            raise SettingsError("sweep interval must be positive")
+        if not self.bootstrap.strip():
+            raise SettingsError("bootstrap address is empty")
+
+    @property
+    def changelog_topic(self) -> str:
+        return f"{self.group}-{TABLE_NAME}-changelog"
+
+    @property
+    def effective_sweep_interval(self) -> float:
+        """How often idle runs are expired and the state gauges refreshed: a tenth of the TTL, 0.5-10 s."""
+        if self.sweep_interval is not None:
+            return self.sweep_interval
+        if self.state_ttl <= 0:
+            return 30.0
+        return min(10.0, max(0.5, self.state_ttl / 10.0))
+
+
+def env_default(env: Mapping[str, str], name: str, fallback: str | None) -> str | None:
+    value = env.get(name)
+    return value if value not in (None, "") else fallback
+
+
+def env_int(env: Mapping[str, str], name: str, fallback: int) -> int:
+    raw = env_default(env, name, None)
+    if raw is None:
+        return fallback
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+
+
+def env_float(env: Mapping[str, str], name: str, fallback: float) -> float:
+    raw = env_default(env, name, None)
+    if raw is None:
+        return fallback
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+
+
+def env_bool(env: Mapping[str, str], name: str, fallback: bool = False) -> bool:
+    raw = env_default(env, name, None)
+    if raw is None:
+        return fallback
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r} is not a boolean")
+
+
+def environ() -> Mapping[str, str]:
+    return os.environ

@@ -1,0 +1,79 @@
+"""Events and configs for the worker's unit tests (pure parts, no Kafka)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+
+from streams.config_file import LoadedConfig
+from streams.worker.processing import InputRecord
+
+#: Low thresholds, so short streams produce warnings, blocks and guard aborts.
+CONFIG = LoadedConfig.from_document(
+    {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 2,
+                "criticalThreshold": 4,
+                "globalCircuitBreakerThreshold": 8,
+                "historySize": 12,
+            }
+        }
+    }
+)
+TOPIC = "loopwatch.events"
+
+
+def event(i: int, run: str, *, tool: str = "read", args: Any = None, text: str = "same") -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "event_id": f"{run}-e{i}",
+        "gateway_id": "gw",
+        "session_id": f"sess-{run}",
+        "run_id": run,
+        "ts": 1_767_225_600_000 + i,
+        "tool": tool,
+        "call_id": f"{run}-c{i}",
+        "args": {"path": "/same"} if args is None else args,
+        "result": {"content": [{"type": "text", "text": text}]},
+    }
+
+
+def mixed_events(n: int, runs: int, seed: int) -> list[dict[str, Any]]:
+    """Looping and progressing runs interleaved, with compactions and the odd duplicate."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        run = f"run-{rng.randrange(runs)}"
+        roll = rng.random()
+        if roll < 0.05 and out:
+            out.append(dict(rng.choice(out)))  # a duplicate (same gateway_id + event_id) at a later offset
+            continue
+        if roll < 0.08:
+            out.append(
+                {
+                    "type": "compaction_retry",
+                    "event_id": f"{run}-k{i}",
+                    "gateway_id": "gw",
+                    "session_id": f"sess-{run}",
+                    "run_id": run,
+                    "ts": 1_767_225_600_000 + i,
+                }
+            )
+            continue
+        looping = int(run.rsplit("-", 1)[1]) % 2 == 0
+        if looping:
+            out.append(event(i, run))
+        else:
+            out.append(event(i, run, args={"path": f"/p{rng.randrange(100)}"}, text=f"t{rng.randrange(1000)}"))
+    return out
+
+
+def records(events: list[dict[str, Any]], *, partition: int = 0, start: int = 0) -> list[InputRecord]:
+    """Wire records of ``events`` in one partition, keyed by scope key (run id)."""
+    return [
+        InputRecord(TOPIC, partition, start + i, ev["run_id"].encode(), orjson.dumps(ev)) for i, ev in enumerate(events)
+    ]

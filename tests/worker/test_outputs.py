@@ -1,0 +1,191 @@
+"""Dead-letter records, metrics registry, CLI helpers (publish, tail) and settings: the pure parts."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+
+import orjson
+import pytest
+from prometheus_client.exposition import generate_latest
+
+from schemas import EVENT_TYPES
+from streams.cli import build_parser
+from streams.commands.publish import prepare
+from streams.commands.tail import human_line, matches
+from streams.decode import INVALID_REASONS
+from streams.kafka_io import scope_key_from_raw
+from streams.metrics import WorkerMetrics
+from streams.worker.deadletter import dead_letter_record, rfc3339_ms
+from streams.worker.settings import SettingsError, WorkerSettings
+from tests.worker.support import event
+
+
+def test_dead_letter_record_fields() -> None:
+    value = dead_letter_record(
+        reason="not_json",
+        detail="unexpected character at line 1 column 2",
+        topic="loopwatch.events",
+        partition=2,
+        offset=17,
+        key=b"run-1",
+        original=b"{oops",
+        received_at_ms=1_767_225_600_123,
+    )
+    record = orjson.loads(value)
+    assert record == {
+        "reason": "not_json",
+        "detail": "unexpected character at line 1 column 2",
+        "source": {"topic": "loopwatch.events", "partition": 2, "offset": 17},
+        "key": base64.b64encode(b"run-1").decode(),
+        "original": base64.b64encode(b"{oops").decode(),
+        "received_at": "2026-01-01T00:00:00.123Z",
+    }
+
+
+def test_dead_letter_record_is_cut_to_fit() -> None:
+    original = bytes(range(256)) * 8000  # 2 MB
+    value = dead_letter_record(
+        reason="oversized",
+        detail="x" * 5000,
+        topic="t",
+        partition=0,
+        offset=0,
+        key=None,
+        original=original,
+        received_at_ms=0,
+        max_bytes=100_000,
+    )
+    assert len(value) <= 100_000
+    record = orjson.loads(value)
+    assert record["key"] is None
+    assert record["original_truncated"] is True and record["original_size"] == len(original)
+    assert original.startswith(base64.b64decode(record["original"]))
+    assert len(record["detail"]) == 1000
+
+
+def test_rfc3339() -> None:
+    assert rfc3339_ms(0) == "1970-01-01T00:00:00.000Z"
+
+
+def test_metrics_are_initialised_with_closed_label_sets() -> None:
+    metrics = WorkerMetrics(process=False)
+    text = generate_latest(metrics.registry).decode()
+    for name in EVENT_TYPES:
+        assert f'loopwatch_events_total{{type="{name}"}} 0.0' in text
+    for reason in (*INVALID_REASONS, "key_mismatch"):
+        assert f'loopwatch_invalid_events_total{{reason="{reason}"}} 0.0' in text
+    assert 'loopwatch_verdicts_total{decision="abort",detector="compaction_loop_persisted"} 0.0' in text
+    for name in (
+        "loopwatch_duplicate_events_total",
+        "loopwatch_redelivered_events_total",
+        "loopwatch_event_to_verdict_seconds_bucket",
+        "loopwatch_active_runs",
+        "loopwatch_state_bytes",
+    ):
+        assert name in text
+    metrics.count_event("tool_call")
+    metrics.count_verdict("block", "generic_repeat")
+    metrics.count_invalid("not_json")
+    text = generate_latest(metrics.registry).decode()
+    assert 'loopwatch_events_total{type="tool_call"} 1.0' in text
+    assert 'loopwatch_verdicts_total{decision="block",detector="generic_repeat"} 1.0' in text
+    assert 'loopwatch_invalid_events_total{reason="not_json"} 1.0' in text
+
+
+def test_two_metric_sets_do_not_collide() -> None:
+    WorkerMetrics(process=False)
+    WorkerMetrics(process=False)
+
+
+def test_publish_validates_and_keys_by_scope_key(capsys: pytest.CaptureFixture[str]) -> None:
+    good = orjson.dumps(event(0, "run-a"))
+    no_run = orjson.dumps({**event(1, "x"), "run_id": "  "})
+    lines = iter([(1, good), (2, b"{bad"), (3, no_run)])
+    records, refused = prepare(lines, raw=False)
+    assert records == [(b"run-a", good), (b"sess-x", no_run)]
+    assert refused == 1
+    assert "line 2: invalid event (not_json)" in capsys.readouterr().err
+
+
+def test_publish_raw_sends_everything() -> None:
+    bad = orjson.dumps({**event(0, "r"), "type": "nope"})
+    records, refused = prepare(iter([(1, b"\xff\xfe"), (2, bad), (3, b"[1]")]), raw=True)
+    assert records == [(None, b"\xff\xfe"), (b"r", bad), (None, b"[1]")]
+    assert refused == 0
+
+
+def test_scope_key_from_raw() -> None:
+    assert scope_key_from_raw(b'{"session_id": "s", "run_id": " r "}') == b"r"
+    assert scope_key_from_raw(b'{"session_id": "s", "run_id": null}') == b"s"
+    assert scope_key_from_raw(b'{"session_id": 3}') is None
+    assert scope_key_from_raw(b"nope") is None
+
+
+def verdict(**extra: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "verdict_id": "0" * 32,
+        "decision": "block",
+        "detector": "generic_repeat",
+        "count": 20,
+        "threshold": 20,
+        "gateway_id": "gw-1",
+        "agent_id": "main",
+        "session_id": "s",
+        "run_id": "r",
+        "tool": "read",
+        "event_id": "e1",
+        "message": "CRITICAL: read has been called\\n20 times",
+        "event_ts": "2026-01-01T00:00:00Z",
+    }
+    base.update(extra)
+    return base
+
+
+def test_tail_human_line_is_one_line() -> None:
+    line = human_line(verdict(message="CRITICAL: a\nb", paired_tool="write"))
+    assert "\n" not in line
+    assert line.startswith("2026-01-01T00:00:00Z BLOCK   generic_repeat 20/20 gw=gw-1 agent=main")
+    assert "tool=read<->write" in line and line.endswith("| CRITICAL: a b")
+
+
+def test_tail_filters() -> None:
+    args = argparse.Namespace(gateway="gw-1", agent=None, decision="block")
+    assert matches(verdict(), args)
+    assert not matches(verdict(decision="warning"), args)
+    assert not matches(verdict(gateway_id="gw-2"), args)
+
+
+def test_worker_flags_take_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPWATCH_BOOTSTRAP", "kafka:9092")
+    monkeypatch.setenv("LOOPWATCH_PARTITIONS", "6")
+    monkeypatch.setenv("LOOPWATCH_STORE", "memory")
+    monkeypatch.setenv("LOOPWATCH_STATE_TTL", "120")
+    monkeypatch.setenv("LOOPWATCH_GROUP", "lw-test")
+    monkeypatch.setenv("LOOPWATCH_METRICS_PORT", "9999")
+    args = build_parser().parse_args(["worker"])
+    from streams.commands.worker import settings_from_args
+
+    settings = settings_from_args(args)
+    assert (settings.bootstrap, settings.partitions, settings.store) == ("kafka:9092", 6, "memory")
+    assert (settings.state_ttl, settings.group, settings.metrics_port) == (120.0, "lw-test", 9999)
+    assert settings.changelog_topic == "lw-test-runs-changelog"
+    assert settings.effective_sweep_interval == 10.0
+    args = build_parser().parse_args(["worker", "--partitions", "3", "--state-ttl", "2"])
+    settings = settings_from_args(args)
+    assert settings.partitions == 3 and settings.effective_sweep_interval == 0.5
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"partitions": 0}, {"store": "redis"}, {"state_ttl": -1}, {"max_batch": 0}, {"metrics_port": 70000}],
+)
+def test_bad_settings(kwargs: dict[str, object]) -> None:
+    with pytest.raises(SettingsError):
+        WorkerSettings(**kwargs)  # type: ignore[arg-type]
+
+
+def test_commands_are_registered() -> None:
+    parser = build_parser()
+    for argv in (["worker"], ["publish", "f.jsonl"], ["tail", "--json", "--max", "3"]):
+        assert callable(parser.parse_args(argv).func)
