@@ -71,6 +71,7 @@ KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
             "future_version",
             "not_object",
             "limits_exceeded",
+            "key_mismatch",
         }
     ),
 }
