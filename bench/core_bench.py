@@ -104,9 +104,7 @@ class RunScript:
             args = {"path": "/repo/README.md"}
             result = _text_result("# Project\nSame content every time.", {"ok": True, "bytes": 34})
         elif mode == "ping_pong":
-            tool, args = (
-                ("read", {"path": "/repo/a.py"}) if n % 2 else ("edit", {"path": "/repo/a.py", "old": "x"})
-            )
+            tool, args = ("read", {"path": "/repo/a.py"}) if n % 2 else ("edit", {"path": "/repo/a.py", "old": "x"})
             result = _text_result("same", {"ok": n % 2 == 0})
         elif mode == "send":
             tool = "message"

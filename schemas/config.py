@@ -13,9 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, ValidationError, WithJsonSchema
 
 WARNING_BEFORE_CRITICAL = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
-CRITICAL_BEFORE_GLOBAL = (
-    "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
-)
+CRITICAL_BEFORE_GLOBAL = "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
 
 
 def is_positive_integer(value: object) -> bool:

@@ -140,17 +140,13 @@ class _Scripts:
                 )
             elif kind == 3:
                 url = f"https://docs.example.com/{tag}/page-{i}"
-                out.append(
-                    _call("web_fetch", {"url": url}, result=_result(f"<html>{self._token()}</html>", {}))
-                )
+                out.append(_call("web_fetch", {"url": url}, result=_result(f"<html>{self._token()}</html>", {})))
             elif kind == 4:
                 path = f"/repo/{tag}/notes_{i}.md"
                 if rng.random() < 0.15:  # a failing call is still progress when its arguments change
                     out.append(_call("read", {"path": path}, error=f"ENOENT: no such file {path}"))
                 else:
-                    out.append(
-                        _call("write", {"path": path, "content": self._token()}, result=_result("Wrote", {}))
-                    )
+                    out.append(_call("write", {"path": path, "content": self._token()}, result=_result("Wrote", {})))
             else:
                 out.append(self._exec_once(f"pytest -q tests/test_{tag}_{i}.py"))
         return out
@@ -182,9 +178,7 @@ class _Scripts:
         steps = self.work(tag, rng.randint(0, 4))
         proc = f"proc-{self._token()}"
         pid = rng.randint(1000, 60000)
-        command = (
-            rng.choice(["npm run build", "cargo test", "make -j2 all", "pytest -x tests/"]) + f"  # {tag}"
-        )
+        command = rng.choice(["npm run build", "cargo test", "make -j2 all", "pytest -x tests/"]) + f"  # {tag}"
         started = rng.randint(0, 10**6)
         steps.append(
             _call(
@@ -445,11 +439,7 @@ class _Fleet:
         if kind == "not_json":
             value = orjson.dumps(base)[: rng.randint(10, 60)]  # a truncated record
         elif kind == "not_utf8":
-            value = (
-                b'{"type": "tool_call", "event_id": "\xff\xfe\xfd", "gateway_id": "'
-                + run.key.encode()
-                + b'"}'
-            )
+            value = b'{"type": "tool_call", "event_id": "\xff\xfe\xfd", "gateway_id": "' + run.key.encode() + b'"}'
         elif kind == "schema_invalid":
             del base["session_id"]
             base["args_hash"] = "not-a-hash"
@@ -475,9 +465,7 @@ def _ts(i: int, rate: float) -> int:
     return BASE_TS_MS + int(i * 1000 / rate)
 
 
-def simulate_events(
-    *, gateways: int, rate: float, duration: float, seed: int, hashed: bool = False
-) -> Iterator[Event]:
+def simulate_events(*, gateways: int, rate: float, duration: float, seed: int, hashed: bool = False) -> Iterator[Event]:
     """The fleet's valid events as dicts, in time order (``rate * duration`` of them)."""
     total = _check(rate, duration, 0.0)
     fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed)

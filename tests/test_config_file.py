@@ -69,9 +69,7 @@ def test_warnings_are_deduplicated_across_agents(tmp_path: Path) -> None:
     text = json.dumps(
         {
             "tools": {"loopDetection": {"warningThreshold": 25, "bogus": 1}},
-            "agents": {
-                "list": [{"id": f"a{i}", "tools": {"loopDetection": {"historySize": 40}}} for i in range(3)]
-            },
+            "agents": {"list": [{"id": f"a{i}", "tools": {"loopDetection": {"historySize": 40}}} for i in range(3)]},
         }
     )
     loaded = load_openclaw_config(write(tmp_path, text))
@@ -112,9 +110,7 @@ def test_config_hash_is_stable_and_tracks_resolution(tmp_path: Path) -> None:
     a = load_openclaw_config(write(tmp_path, CONFIG, "a.json5"))
     b = load_openclaw_config(write(tmp_path, CONFIG.replace("// OpenClaw gateway config", ""), "b.json5"))
     assert a.config_hash == b.config_hash and len(a.config_hash) == 64
-    c = load_openclaw_config(
-        write(tmp_path, CONFIG.replace("warningThreshold: 15", "warningThreshold: 14"), "c.json5")
-    )
+    c = load_openclaw_config(write(tmp_path, CONFIG.replace("warningThreshold: 15", "warningThreshold: 14"), "c.json5"))
     assert c.config_hash != a.config_hash
     default = LoadedConfig.default()
     assert default.config_hash == LoadedConfig.from_document({}).config_hash

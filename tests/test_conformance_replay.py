@@ -36,9 +36,7 @@ def _check(scenario: dict[str, Any], decisions: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["name"] for s in SCENARIOS])
-def test_scenario_raw(
-    scenario: dict[str, Any], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
-) -> None:
+def test_scenario_raw(scenario: dict[str, Any], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     config, events = write_inputs(scenario, tmp_path, wire_events(scenario))
     code, decisions = _replay(capsysbinary, "--events", str(events), "--config", str(config), "--all")
     assert code == 0

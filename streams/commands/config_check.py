@@ -72,9 +72,7 @@ def _as_json(loaded: LoadedConfig) -> dict[str, object]:
         "config_hash": loaded.config_hash,
         "default": resolved["default"],
         "agents": resolved["agents"],
-        "warnings": [
-            {"path": w.path, "message": w.message, "value_used": w.value_used} for w in loaded.warnings
-        ],
+        "warnings": [{"path": w.path, "message": w.message, "value_used": w.value_used} for w in loaded.warnings],
     }
 
 

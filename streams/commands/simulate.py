@@ -112,9 +112,7 @@ async def publish(
     """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024
-    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024)
     await producer.start()
     count = 0
     started = time.monotonic()

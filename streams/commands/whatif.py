@@ -75,9 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.candidate is None and args.sweep is None:
         return _error("nothing to compare: give --candidate FILE and/or --sweep KEY=a..b")
     if args.topic is not None and not args.bootstrap:
-        return _error(
-            "--topic is not supported without --bootstrap HOST:PORT (it reads the topic from Kafka)"
-        )
+        return _error("--topic is not supported without --bootstrap HOST:PORT (it reads the topic from Kafka)")
     try:
         sweep = parse_sweep(args.sweep) if args.sweep is not None else None
     except SweepError as exc:
@@ -193,9 +191,7 @@ async def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> li
 
     from streams.kafka_compat import end_offsets
 
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
-    )
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     await asyncio.wait_for(consumer.start(), timeout)
     try:
         await asyncio.wait_for(consumer.topics(), timeout)

@@ -121,9 +121,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
     for key, value in block.items():
         key_path = f"{path}.{key}"
         if key not in _TOP_KEYS:
-            out.append(
-                ConfigWarning(key_path, "unknown key (not in the tools.loopDetection schema); ignored", None)
-            )
+            out.append(ConfigWarning(key_path, "unknown key (not in the tools.loopDetection schema); ignored", None))
         elif key == "enabled":
             out.extend(_flag_warnings(value, key_path, default=False, is_enabled=True))
         elif key in ("detectors", "postCompactionGuard"):

@@ -38,9 +38,7 @@ def apply(state: RunState | None, event: ToolEvent, config: LoopConfig) -> tuple
     raise ValueError(f"unknown event kind {kind!r}")
 
 
-def _tool_call(
-    st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes
-) -> tuple[RunState, list[Decision]]:
+def _tool_call(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) -> tuple[RunState, list[Decision]]:
     tool = event.tool
     sig = args_hash(tool, event.args, event.args_hash)
     history = st.history
@@ -67,9 +65,7 @@ def _tool_call(
     return RunState(history, buckets, st.blocked, guard, seen), decisions
 
 
-def _tool_result(
-    st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes
-) -> tuple[RunState, list[Decision]]:
+def _tool_result(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) -> tuple[RunState, list[Decision]]:
     call_id = event.call_id
     if call_id is not None and st.blocked and ring_contains(st.blocked, short_digest(call_id)):
         return RunState(st.history, st.buckets, st.blocked, st.guard, seen), []  # Resolved point 11
@@ -106,9 +102,7 @@ def _observe(
     return guard
 
 
-def _publish_warning(
-    buckets: dict[bytes, int], finding: Finding, threshold: int
-) -> tuple[bool, dict[bytes, int]]:
+def _publish_warning(buckets: dict[bytes, int], finding: Finding, threshold: int) -> tuple[bool, dict[bytes, int]]:
     """Deviation 2: publish when ``count // warningThreshold`` passes the key's last published bucket."""
     key = short_digest(finding.key)
     bucket = finding.count // threshold

@@ -84,9 +84,7 @@ def is_send_like(tool: str, args: Any) -> bool:
 def _is_delivery_object(obj: dict[str, Any]) -> bool:
     if type(obj.get("id")) is not str or type(obj.get("text")) is not str:
         return False
-    return any(type(obj.get(k)) is str for k in _DELIVERY_MARKERS) or isinstance(
-        obj.get("conversation"), dict
-    )
+    return any(type(obj.get(k)) is str for k in _DELIVERY_MARKERS) or isinstance(obj.get("conversation"), dict)
 
 
 def strip_send_ids(value: Any) -> Any:

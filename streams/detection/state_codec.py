@@ -137,9 +137,7 @@ def _decode(obj: Any) -> tuple[CallRecord, ...]:
         raise ValueError("malformed call records: column lengths differ")
 
     if not sparse:
-        return tuple(
-            map(_new_record, zip(tools_col, sigs, results, [None] * count, [None] * count, strict=True))
-        )
+        return tuple(map(_new_record, zip(tools_col, sigs, results, [None] * count, [None] * count, strict=True)))
     call_ids: list[str | None] = [None] * count
     unknowns: list[str | None] = [None] * count
     if len(sparse) % 3:

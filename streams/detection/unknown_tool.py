@@ -20,9 +20,7 @@ MAX_NAME_LENGTH: Final = 128
 
 _PATTERNS: Final = (
     re.compile("unknown tool[:" + JS_WHITESPACE + "]+" + _QUOTE + _NAME, _FLAGS),
-    re.compile(
-        "tool" + _WS + "+" + _QUOTE + _NAME + _QUOTE + _WS + "+(?:not found|is not available)", _FLAGS
-    ),
+    re.compile("tool" + _WS + "+" + _QUOTE + _NAME + _QUOTE + _WS + "+(?:not found|is not available)", _FLAGS),
 )
 
 

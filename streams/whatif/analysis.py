@@ -192,9 +192,7 @@ def run_infos(events: Iterable[IndexedEvent]) -> dict[str, RunInfo]:
     return runs
 
 
-def evaluate(
-    events: Iterable[IndexedEvent], config: LoadedConfig, *, include_all: bool = False
-) -> Evaluation:
+def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_all: bool = False) -> Evaluation:
     """Apply every event in order with fresh state; keep the decisions that count."""
     states: dict[str, RunState] = {}
     flags: list[Flag] = []
@@ -273,9 +271,7 @@ def _key(flag: Flag, show_published: bool) -> Mark:
     return flag.mark if show_published else Mark(flag.decision, flag.detector, flag.count, True)
 
 
-def timeline(
-    events: Sequence[IndexedEvent], evaluations: Mapping[str, Evaluation], *, buckets: int = 40
-) -> Timeline:
+def timeline(events: Sequence[IndexedEvent], evaluations: Mapping[str, Evaluation], *, buckets: int = 40) -> Timeline:
     """Bucket counted decisions by event time; the span is that of all events, not only flagged ones."""
     if events:
         times = [item.event.ts_ms() for item in events]

@@ -26,8 +26,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right_from: in
 
     def line(cells: Sequence[str]) -> str:
         out = [
-            c.rjust(w) if i >= right_from else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            c.rjust(w) if i >= right_from else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return "  ".join(out).rstrip()
 
@@ -79,9 +78,7 @@ def render_table(report: Report, *, limit: int = 20, changes_per_run: int = 10) 
     comparison = report.comparison
     if comparison is not None:
         lines += ["", "Per detector, agent and tool (current→candidate where they differ):"]
-        rows = [
-            [r.detector, r.agent_id, r.tool, *_tally_cells(r.current, r.candidate)] for r in comparison.rows
-        ]
+        rows = [[r.detector, r.agent_id, r.tool, *_tally_cells(r.current, r.candidate)] for r in comparison.rows]
         rows.append(["TOTAL", "", "", *_tally_cells(*comparison.totals)])
         lines += _table(["DETECTOR", "AGENT", "TOOL", *_TALLY_HEADERS], rows, right_from=3)
         changed = comparison.changed_runs
@@ -100,10 +97,7 @@ def render_table(report: Report, *, limit: int = 20, changes_per_run: int = 10) 
 
 
 def _resolved_triplet(resolved: dict[str, int]) -> str:
-    return (
-        f"{resolved['warningThreshold']}/{resolved['criticalThreshold']}/"
-        f"{resolved['globalCircuitBreakerThreshold']}"
-    )
+    return f"{resolved['warningThreshold']}/{resolved['criticalThreshold']}/{resolved['globalCircuitBreakerThreshold']}"
 
 
 def _sweep_table(sweep: SweepResult) -> list[str]:
@@ -221,13 +215,9 @@ def _changes_html(comparison: Comparison, limit: int) -> str:
         return '<p class="note">No run changes.</p>'
     items = []
     for rc in changed[:limit]:
-        lis = "".join(
-            f"<li>{escape(ch.describe(show_published=comparison.include_all))}</li>" for ch in rc.changes
-        )
+        lis = "".join(f"<li>{escape(ch.describe(show_published=comparison.include_all))}</li>" for ch in rc.changes)
         delta = escape(_tally_delta(rc.current, rc.candidate))
-        items.append(
-            f'<li class="run"><b>{escape(_run_title(rc))}</b>: {delta}<ul class="changes">{lis}</ul></li>'
-        )
+        items.append(f'<li class="run"><b>{escape(_run_title(rc))}</b>: {delta}<ul class="changes">{lis}</ul></li>')
     more = (
         f'<p class="note">… and {len(changed) - limit} more runs (JSON output lists all).</p>'
         if len(changed) > limit

@@ -50,9 +50,7 @@ def build_report(
 ) -> Report:
     """Compare (when there is a candidate) and sweep (when asked) over the same decoded events."""
     comparison = (
-        compare(events, current, candidate, include_all=include_all, buckets=buckets)
-        if candidate is not None
-        else None
+        compare(events, current, candidate, include_all=include_all, buckets=buckets) if candidate is not None else None
     )
     swept = run_sweep(events, current, sweep, include_all=include_all) if sweep is not None else None
     runs = len(comparison.runs) if comparison is not None else len(run_infos(events))
@@ -70,10 +68,7 @@ def build_report(
 
 
 def _marks(marks: Sequence[Mark]) -> list[dict[str, Any]]:
-    return [
-        {"decision": m.decision, "detector": m.detector, "count": m.count, "published": m.published}
-        for m in marks
-    ]
+    return [{"decision": m.decision, "detector": m.detector, "count": m.count, "published": m.published} for m in marks]
 
 
 def _config(info: ConfigInfo | None) -> dict[str, Any] | None:
@@ -124,9 +119,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "changes": [
                     {
                         "index": ch.index,
-                        "source": (
-                            {"partition": ch.source[0], "offset": ch.source[1]} if ch.source else None
-                        ),
+                        "source": ({"partition": ch.source[0], "offset": ch.source[1]} if ch.source else None),
                         "tool": ch.tool,
                         "current": _marks(ch.current),
                         "candidate": _marks(ch.candidate),
@@ -148,8 +141,6 @@ def to_json(report: Report) -> dict[str, Any]:
         out["sweep"] = {
             "key": report.sweep.key,
             "current_value": report.sweep.current_value,
-            "points": [
-                {"value": p.value, "resolved": p.resolved, **p.tally.to_json()} for p in report.sweep.points
-            ],
+            "points": [{"value": p.value, "resolved": p.resolved, **p.tally.to_json()} for p in report.sweep.points],
         }
     return out

@@ -44,9 +44,7 @@ def test_published_only_by_default_and_all_with_flag(
     assert any(d["message"].startswith("CRITICAL:") for d in published)
 
 
-def test_replaying_twice_is_byte_identical(
-    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
-) -> None:
+def test_replaying_twice_is_byte_identical(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     config, events = _inputs(tmp_path)
     main(["replay", "--events", str(events), "--config", str(config), "--all"])
     first = capsysbinary.readouterr().out
@@ -91,9 +89,7 @@ def test_skip_invalid_goes_on_and_matches_clean_input(
     config, clean = _inputs(clean_dir)
     _, want, _ = _run(capsysbinary, "--events", str(clean), "--config", str(config), "--all")
     _, dirty = _inputs(tmp_path, _bad_lines())
-    code, got, err = _run(
-        capsysbinary, "--events", str(dirty), "--config", str(config), "--all", "--skip-invalid"
-    )
+    code, got, err = _run(capsysbinary, "--events", str(dirty), "--config", str(config), "--all", "--skip-invalid")
     assert code == 0
     assert err.count("invalid event") == 5
     # Indexes shift by the bad lines before each event; everything else is equal.

@@ -264,9 +264,7 @@ def assert_all_exported(metrics_text: str, names: set[str]) -> None:
         and not all(f"{name}{suffix}" in exported for suffix in HISTOGRAM_SUFFIXES)
     )
     if missing:
-        raise AssertionError(
-            "metrics relied on by deploy/ (alerts, dashboard) but not exported: " + ", ".join(missing)
-        )
+        raise AssertionError("metrics relied on by deploy/ (alerts, dashboard) but not exported: " + ", ".join(missing))
 
 
 def exported_label_values(metrics_text: str, metric: str, label: str) -> set[str]:

@@ -196,9 +196,7 @@ def test_prometheus_scrapes_every_worker_with_the_rules() -> None:
     mounts = _volume_mounts(prometheus)
     config_source = (COMPOSE_DIR / mounts["/etc/prometheus/prometheus.yml"]).resolve()
     assert config_source == DEPLOY / "prometheus" / "prometheus.yml"
-    assert (
-        COMPOSE_DIR / mounts["/etc/prometheus/alerts.yml"]
-    ).resolve() == DEPLOY / "prometheus" / "alerts.yml"
+    assert (COMPOSE_DIR / mounts["/etc/prometheus/alerts.yml"]).resolve() == DEPLOY / "prometheus" / "alerts.yml"
     config = yaml.safe_load(config_source.read_text(encoding="utf-8"))
     (job,) = (j for j in config["scrape_configs"] if j["job_name"] == "loopwatch")
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
@@ -215,9 +213,7 @@ def test_grafana_is_provisioned_with_the_dashboard() -> None:
     dashboard_dir = provider["options"]["path"]
     dashboards = {t: s for t, s in mounts.items() if t.startswith(dashboard_dir + "/")}
     assert set(dashboards.values()) == {DEPLOY / "grafana" / "loopwatch-dashboard.json"}
-    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
-        "datasources"
-    ]
+    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert datasource["type"] == "prometheus"
     assert datasource["url"] == "http://prometheus:9090"
 

@@ -48,9 +48,7 @@ def test_prometheus_datasource_variable() -> None:
     variable = _variables()["datasource"]
     assert variable["type"] == "datasource"
     assert variable["query"] == "prometheus"
-    (datasource,) = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())[
-        "datasources"
-    ]
+    (datasource,) = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert variable["current"]["value"] == datasource["uid"]
 
 
@@ -120,9 +118,7 @@ def test_every_expression_parses(promtool: Path, tmp_path: Path) -> None:
         for index, expr in enumerate(expressions.values())
     ]
     rules_file = tmp_path / "dashboard_rules.yml"
-    rules_file.write_text(
-        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}), encoding="utf-8"
-    )
+    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}), encoding="utf-8")
     proc = run_promtool(promtool, "check", "rules", str(rules_file))
     where = "\n".join(f"loopwatch_dashboard_check_{i}: {w}" for i, w in enumerate(expressions))
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{where}"

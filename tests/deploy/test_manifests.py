@@ -157,9 +157,7 @@ def test_worker_config_comes_from_the_configmap() -> None:
     source = volumes[mount["name"]]["configMap"]
     configmap = _one("ConfigMap")
     assert source["name"] == configmap["metadata"]["name"]
-    keys = {item["key"]: item["path"] for item in source.get("items", [])} or {
-        k: k for k in configmap["data"]
-    }
+    keys = {item["key"]: item["path"] for item in source.get("items", [])} or {k: k for k in configmap["data"]}
     assert filename in keys.values()
     key = next(k for k, p in keys.items() if p == filename)
     assert key in configmap["data"]
@@ -260,10 +258,7 @@ def _pod_targets(pod_name: str, template: dict[str, Any], ip: str) -> list[dict[
         "__metrics_path__": "/metrics",
         "__scheme__": "http",
         **{f"__meta_kubernetes_pod_label_{_sanitize(k)}": v for k, v in meta.get("labels", {}).items()},
-        **{
-            f"__meta_kubernetes_pod_annotation_{_sanitize(k)}": v
-            for k, v in meta.get("annotations", {}).items()
-        },
+        **{f"__meta_kubernetes_pod_annotation_{_sanitize(k)}": v for k, v in meta.get("annotations", {}).items()},
     }
     targets = []
     for container in template["spec"]["containers"]:
@@ -285,9 +280,7 @@ def test_kubernetes_scrape_config_selects_the_worker_pods() -> None:
 
     # A pod that opted out, or another app's pod, is not scraped.
     opted_out = {**template, "metadata": {**template["metadata"], "annotations": {}}}
-    assert all(
-        _relabel(t, job["relabel_configs"]) is None for t in _pod_targets("x-0", opted_out, "10.1.2.4")
-    )
+    assert all(_relabel(t, job["relabel_configs"]) is None for t in _pod_targets("x-0", opted_out, "10.1.2.4"))
     other = {**template, "metadata": {**template["metadata"], "labels": {"app.kubernetes.io/name": "other"}}}
     assert all(_relabel(t, job["relabel_configs"]) is None for t in _pod_targets("y-0", other, "10.1.2.5"))
 

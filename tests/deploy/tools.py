@@ -20,9 +20,7 @@ class ToolUnavailable(RuntimeError):
 
 def ensure_promtool() -> Path:
     """Path of a working promtool; deploy/scripts/ensure-promtool.sh installs it when missing."""
-    proc = subprocess.run(
-        ["bash", str(ENSURE_PROMTOOL)], capture_output=True, text=True, timeout=900, check=False
-    )
+    proc = subprocess.run(["bash", str(ENSURE_PROMTOOL)], capture_output=True, text=True, timeout=900, check=False)
     lines = proc.stdout.strip().splitlines()
     path = Path(lines[-1]) if lines else None
     if proc.returncode != 0 or path is None or not os.access(path, os.X_OK):
@@ -34,22 +32,17 @@ def ensure_promtool() -> Path:
 
 def run_promtool(promtool: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run promtool and return the completed process (the caller asserts on it)."""
-    return subprocess.run(
-        [str(promtool), *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd
-    )
+    return subprocess.run([str(promtool), *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
 
 
 def ensure_compose() -> Path:
     """Path of a Docker Compose v2 binary; deploy/scripts/ensure-compose.sh fetches it when missing."""
-    proc = subprocess.run(
-        ["bash", str(ENSURE_COMPOSE)], capture_output=True, text=True, timeout=600, check=False
-    )
+    proc = subprocess.run(["bash", str(ENSURE_COMPOSE)], capture_output=True, text=True, timeout=600, check=False)
     lines = proc.stdout.strip().splitlines()
     path = Path(lines[-1]) if lines else None
     if proc.returncode != 0 or path is None or not os.access(path, os.X_OK):
         raise ToolUnavailable(
-            f"could not get docker-compose via {ENSURE_COMPOSE} (exit {proc.returncode}):\n"
-            f"{proc.stderr[-4000:]}"
+            f"could not get docker-compose via {ENSURE_COMPOSE} (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
         )
     return path
 

@@ -165,8 +165,7 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
     if pick in (6, 7):
         keys = ["a", "B", "_", "é", "\uffff", "\U0001f600", "\ue000", "10", "2", "k\ud800"]
         return {
-            rng.choice(keys) + rng.choice(["", "x"]): _random_value(rng, depth + 1)
-            for _ in range(rng.randint(0, 5))
+            rng.choice(keys) + rng.choice(["", "x"]): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 5))
         }
     return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
 
@@ -176,9 +175,7 @@ def test_matches_a_real_javascript_engine() -> None:
     rng = random.Random(20260501)
     values = [_random_value(rng) for _ in range(3000)]
     payload = json.dumps(values)  # ASCII-only: lone surrogates travel as \\udXXX escapes
-    done = subprocess.run(
-        ["node", "-e", _JS], input=payload, capture_output=True, text=True, timeout=60, check=True
-    )
+    done = subprocess.run(["node", "-e", _JS], input=payload, capture_output=True, text=True, timeout=60, check=True)
     js = json.loads(done.stdout)
     for value, (text, sha) in zip(values, js, strict=True):
         assert canonical(value) == text, value

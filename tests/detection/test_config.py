@@ -83,9 +83,7 @@ def test_ordering_violation_within_a_block_is_one_warning_with_the_schema_messag
 
 
 def test_global_ordering_violation_value_accounts_for_clamped_critical() -> None:
-    cfg, warnings = resolve(
-        {"warningThreshold": 25, "criticalThreshold": 20, "globalCircuitBreakerThreshold": 20}
-    )
+    cfg, warnings = resolve({"warningThreshold": 25, "criticalThreshold": 20, "globalCircuitBreakerThreshold": 20})
     assert thresholds(cfg) == (25, 26, 27)
     found = by_path(warnings)
     assert found[f"{G}.criticalThreshold"].value_used == 26
@@ -187,9 +185,7 @@ def test_enabled_truthiness_and_guard(value: Any, enabled: bool, guard: bool, wa
 def test_detector_flags(value: Any, used: bool, warns: bool) -> None:
     cfg, warnings = resolve({"detectors": {"pingPong": value}})
     assert cfg.ping_pong is used and cfg.generic_repeat and cfg.known_poll_no_progress
-    assert [(w.path, w.value_used) for w in warnings] == (
-        [(f"{G}.detectors.pingPong", used)] if warns else []
-    )
+    assert [(w.path, w.value_used) for w in warnings] == ([(f"{G}.detectors.pingPong", used)] if warns else [])
 
 
 # --- guard (§9.1) ----------------------------------------------------------------------------------
@@ -225,9 +221,7 @@ def test_guard_enabling_and_window() -> None:
 def test_merge_examples() -> None:
     assert resolve({"enabled": False}, {"enabled": True})[0].enabled
     assert not resolve({"enabled": True}, {"enabled": False})[0].enabled
-    cfg = resolve(
-        {"enabled": True, "detectors": {"genericRepeat": False}}, {"detectors": {"pingPong": False}}
-    )[0]
+    cfg = resolve({"enabled": True, "detectors": {"genericRepeat": False}}, {"detectors": {"pingPong": False}})[0]
     assert (cfg.generic_repeat, cfg.known_poll_no_progress, cfg.ping_pong) == (False, True, False)
     cfg = resolve({"enabled": True, "warningThreshold": 15, "historySize": 12}, {"criticalThreshold": 12})[0]
     assert (cfg.enabled, cfg.history_size, *thresholds(cfg)) == (True, 12, 15, 16, 30)

@@ -25,9 +25,7 @@ def feed(
     return state, out
 
 
-def repeat(
-    n: int, tool: str = "read", args: object = None, result: object = "same", start: int = 0
-) -> list[ToolEvent]:
+def repeat(n: int, tool: str = "read", args: object = None, result: object = "same", start: int = 0) -> list[ToolEvent]:
     args = {"path": "/same"} if args is None else args
     return [call(tool, args, result=result, call_id=f"c{start + i}") for i in range(n)]
 
@@ -110,17 +108,13 @@ def test_generic_warning_then_sticky_block() -> None:
 
 
 def test_blocked_call_ignores_its_inline_outcome_and_later_result() -> None:
-    config = LoopConfig(
-        enabled=True, warning_threshold=1, critical_threshold=2, global_circuit_breaker_threshold=3
-    )
+    config = LoopConfig(enabled=True, warning_threshold=1, critical_threshold=2, global_circuit_breaker_threshold=3)
     state, got = feed(repeat(3), config)
     assert [d.decision for _, d in got] == ["warning", "block"]
     before = state.to_primitive()
     # the blocked call's late tool_result is ignored: no record, no guard observation
     armed, _ = apply(state, compaction(), config)
-    after, decisions = apply(
-        armed, tool_result("read", {"path": "/same"}, result="same", call_id="c2"), config
-    )
+    after, decisions = apply(armed, tool_result("read", {"path": "/same"}, result="same", call_id="c2"), config)
     assert decisions == [] and after.history == state.history and after.guard == armed.guard
     # a result for an unknown call id is recorded as a fresh complete record
     other, _ = apply(state, tool_result("read", {"path": "/same"}, result="new", call_id="zz"), config)
@@ -159,9 +153,7 @@ def test_prehashed_tool_result_matches_by_args_hash() -> None:
 
 
 def test_warnings_are_published_once_per_threshold_bucket() -> None:
-    config = LoopConfig(
-        enabled=True, warning_threshold=3, critical_threshold=50, global_circuit_breaker_threshold=60
-    )
+    config = LoopConfig(enabled=True, warning_threshold=3, critical_threshold=50, global_circuit_breaker_threshold=60)
     _, got = feed([call("read", {"p": 1}, result=str(i), call_id=f"c{i}") for i in range(13)], config)
     published = [(d.count, d.published) for _, d in got]
     assert published == [(c, c % 3 == 0) for c in range(3, 13)]
@@ -200,10 +192,7 @@ def test_scopes_have_independent_buckets() -> None:
 
 def test_poll_detector_fields() -> None:
     poll = {"action": "poll", "sessionId": "s"}
-    events = [
-        call("process", poll, result=text_result("(no new output)", status="running", pid=i))
-        for i in range(21)
-    ]
+    events = [call("process", poll, result=text_result("(no new output)", status="running", pid=i)) for i in range(21)]
     _, got = feed(events)
     first, last = got[0][1], got[-1][1]
     assert (first.decision, first.detector, first.count, first.threshold) == (
@@ -247,9 +236,7 @@ def test_global_breaker_and_unknown_tool_messages() -> None:
 
 def test_unknown_tool_uses_pre_hashed_names() -> None:
     outcome = Outcome(result_hash="error:" + "a" * 64, unknown_tool_name="exec")
-    events = [
-        ToolEvent(kind="tool_call", scope="r", tool="exec", args={"i": i}, outcome=outcome) for i in range(4)
-    ]
+    events = [ToolEvent(kind="tool_call", scope="r", tool="exec", args={"i": i}, outcome=outcome) for i in range(4)]
     _, got = feed(events, LoopConfig(enabled=True, unknown_tool_threshold=3))
     assert [(i, d.detector, d.count) for i, d in got] == [(3, "unknown_tool_repeat", 3)]
 
@@ -259,9 +246,7 @@ def test_history_is_trimmed_per_scope() -> None:
     state, _ = feed([call("read", {"i": i}, result="x") for i in range(9)], config)
     assert [r.sig for r in state.history] == [args_hash("read", {"i": i}) for i in range(4, 9)]
     state, _ = apply(state, call("read", {"i": 99}, call_id="p"), config)
-    assert len(state.history) == 5 and state.history[-1] == CallRecord(
-        "read", args_hash("read", {"i": 99}), None, "p"
-    )
+    assert len(state.history) == 5 and state.history[-1] == CallRecord("read", args_hash("read", {"i": 99}), None, "p")
 
 
 # --- post-compaction guard -------------------------------------------------------------------------
@@ -273,9 +258,7 @@ def test_guard_aborts_when_the_whole_window_repeats() -> None:
         (3, "abort", "compaction_loop_persisted", 3, 3)
     ]
     d = got[0][1]
-    assert (
-        d.published and d.message.startswith("CRITICAL:") and "window 3" in d.message and "read" in d.message
-    )
+    assert d.published and d.message.startswith("CRITICAL:") and "window 3" in d.message and "read" in d.message
     assert state.guard is not None and state.guard.remaining == 0 and state.guard.first is None
     _, later = feed(repeat(5), LoopConfig(), state)  # disarmed: later events are processed normally
     assert later == []
@@ -313,8 +296,6 @@ def test_guard_skips_unhashed_and_vetoed_outcomes_and_sees_tool_results() -> Non
 
 
 def test_warning_is_listed_before_abort() -> None:
-    config = LoopConfig(
-        enabled=True, warning_threshold=2, critical_threshold=10, global_circuit_breaker_threshold=11
-    )
+    config = LoopConfig(enabled=True, warning_threshold=2, critical_threshold=10, global_circuit_breaker_threshold=11)
     _, got = feed([compaction(), *repeat(3)], config)
     assert [(i, d.decision) for i, d in got] == [(3, "warning"), (3, "abort")]

@@ -28,9 +28,7 @@ def h(tool: str, result: Any, args: Any = MISSING) -> str | None:
 
 def test_error_hash_is_error_prefix_plus_digest_of_the_message() -> None:
     assert hash_outcome("read", {}, Outcome(error="boom")) == ("error:" + digest("boom"), None)
-    assert hash_outcome("read", {}, Outcome(error="boom"))[0] == (
-        "error:" + hashlib.sha256(b'"boom"').hexdigest()
-    )
+    assert hash_outcome("read", {}, Outcome(error="boom"))[0] == ("error:" + hashlib.sha256(b'"boom"').hexdigest())
     assert hash_outcome("x", {}, Outcome(error="Tool exec not found")) == (
         "error:" + digest("Tool exec not found"),
         "exec",
@@ -183,9 +181,7 @@ def test_exec_other_statuses_use_the_default_rule() -> None:
 
 def test_process_poll_shape_with_undefined_status() -> None:
     result = res(" t ", pid=4, durationMs=9, exitCode=0)
-    expected_text = (
-        '{"action":"poll","aggregated":null,"exitCode":0,"exitSignal":null,"status":undefined,"text":"t"}'
-    )
+    expected_text = '{"action":"poll","aggregated":null,"exitCode":0,"exitSignal":null,"status":undefined,"text":"t"}'
     assert h("process", result, {"action": "poll"}) == hashlib.sha256(expected_text.encode()).hexdigest()
     with_status = res("t", status="running", aggregated="x", pid=1, sessionId="a")
     same = res("t", status="running", aggregated="x", pid=2, sessionId="b")
@@ -279,9 +275,7 @@ def test_non_send_calls_keep_ids(tool: str, args: Any) -> None:
 def test_delivery_object_id_rules() -> None:
     send = {"action": "send"}
     delivery = {"id": "a", "text": "x", "senderId": "me"}
-    assert h("message", res(None, message=delivery), send) == digest(
-        {"message": {"text": "x", "senderId": "me"}}
-    )
+    assert h("message", res(None, message=delivery), send) == digest({"message": {"text": "x", "senderId": "me"}})
     no_marker = {"id": "a", "text": "x"}
     assert h("message", res(None, message=no_marker), send) == digest({"message": no_marker})
     non_string_id = {"id": 5, "text": "x", "accountId": "acc"}

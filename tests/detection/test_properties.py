@@ -27,17 +27,11 @@ PROPS = settings(derandomize=True, database=None, deadline=None, suppress_health
 ENGINE_PROPS = settings(PROPS, max_examples=200)
 
 json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats()
-    | st.text(max_size=6)
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.floats() | st.text(max_size=6)
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
     max_leaves=16,
 )
 
@@ -54,9 +48,7 @@ def shuffled(value: Any, rnd: Any) -> Any:
 
 @PROPS
 @given(json_values, st.randoms(use_true_random=False), st.sampled_from([None, 0, 2, "\t"]), st.booleans())
-def test_key_order_and_whitespace_never_change_a_hash(
-    value: Any, rnd: Any, indent: Any, ascii_only: bool
-) -> None:
+def test_key_order_and_whitespace_never_change_a_hash(value: Any, rnd: Any, indent: Any, ascii_only: bool) -> None:
     text = json.dumps(shuffled(value, rnd), indent=indent, ensure_ascii=ascii_only)
     assert digest(json.loads(text)) == digest(value)
 
@@ -99,9 +91,7 @@ def test_exec_done_ignores_volatile_fields(
 
 @PROPS
 @given(short_text, short_text, short_text, volatile, volatile)
-def test_exec_running_ignores_text_and_volatile_fields(
-    tail: str, text1: str, text2: str, v1: Any, v2: Any
-) -> None:
+def test_exec_running_ignores_text_and_volatile_fields(tail: str, text1: str, text2: str, v1: Any, v2: Any) -> None:
     a = hash_result("exec", {}, exec_result({**v1, "status": "running", "tail": tail}, text1))
     assert a == hash_result("exec", {}, exec_result({**v2, "status": "running", "tail": tail}, text2))
     assert a != hash_result("exec", {}, exec_result({**v1, "status": "running", "tail": tail + "x"}, text1))
@@ -138,9 +128,7 @@ def test_send_ids_never_change_the_hash(details: dict[str, Any], data: st.DataOb
     noisy = inject(base)
     for tool, args in (("message", {"action": "send"}), ("sessions_send", MISSING), ("slack", {"to": "#c"})):
         clean = hash_result(tool, args, {"content": [{"type": "text", "text": "a"}], "details": base})
-        assert clean == hash_result(
-            tool, args, {"content": [{"type": "text", "text": "b"}], "details": noisy}
-        )
+        assert clean == hash_result(tool, args, {"content": [{"type": "text", "text": "b"}], "details": noisy})
 
 
 # --- engine equivalences ---------------------------------------------------------------------------
@@ -157,9 +145,7 @@ ARGS: list[Any] = [{"path": "/a"}, {"path": "/b"}, {"cmd": "ls", "n": 1.0}, None
 OUTCOMES: list[Outcome | None] = [
     None,
     Outcome(result={"content": [{"type": "text", "text": "same"}], "details": {"ok": True}}),
-    Outcome(
-        result={"content": [{"type": "text", "text": "other"}], "details": {"status": "running", "pid": 3}}
-    ),
+    Outcome(result={"content": [{"type": "text", "text": "other"}], "details": {"status": "running", "pid": 3}}),
     Outcome(result={"details": {"status": "completed", "exitCode": 0, "aggregated": "x", "durationMs": 4}}),
     Outcome(result={"details": {"status": "blocked", "deniedReason": "tool-loop"}}),
     Outcome(result="plain"),
@@ -196,9 +182,7 @@ step = st.one_of(
         st.integers(0, len(OUTCOMES) - 1),
         st.integers(2, 12),
     ),
-    st.tuples(
-        st.just("result"), st.integers(0, 30), st.integers(0, len(OUTCOMES) - 1), st.just(0), st.just(1)
-    ),
+    st.tuples(st.just("result"), st.integers(0, 30), st.integers(0, len(OUTCOMES) - 1), st.just(0), st.just(1)),
     st.tuples(st.just("compaction"), st.just(0), st.just(0), st.just(0), st.just(1)),
     st.tuples(st.just("repeat"), st.integers(1, 6), st.just(0), st.just(0), st.just(1)),
 )
@@ -272,9 +256,7 @@ def build(script: list[tuple[str, int, int, int, int]], scope: str, prehashed: b
     return events
 
 
-def run(
-    events: list[ToolEvent], config: LoopConfig
-) -> tuple[dict[str, list[Any]], list[tuple[int, Decision]]]:
+def run(events: list[ToolEvent], config: LoopConfig) -> tuple[dict[str, list[Any]], list[tuple[int, Decision]]]:
     states: dict[str, RunState] = {}
     decisions: list[tuple[int, Decision]] = []
     for index, event in enumerate(events):
@@ -301,9 +283,7 @@ def test_applying_twice_is_deterministic(script: Any, config: LoopConfig) -> Non
 
 @ENGINE_PROPS
 @given(scripts, scripts, st.lists(st.booleans(), max_size=120), st.sampled_from(CONFIGS))
-def test_scopes_never_influence_each_other(
-    script_a: Any, script_b: Any, picks: list[bool], config: LoopConfig
-) -> None:
+def test_scopes_never_influence_each_other(script_a: Any, script_b: Any, picks: list[bool], config: LoopConfig) -> None:
     # Both scopes use the same de-dup keys and call ids: still independent.
     a, b = build(script_a, "a", prehashed=False), build(script_b, "b", prehashed=False)
     merged: list[ToolEvent] = []

@@ -112,9 +112,7 @@ def test_full_window_is_compact() -> None:
 
 
 def test_blocked_ids_are_bounded() -> None:
-    config = LoopConfig(
-        enabled=True, warning_threshold=1, critical_threshold=2, global_circuit_breaker_threshold=3
-    )
+    config = LoopConfig(enabled=True, warning_threshold=1, critical_threshold=2, global_circuit_breaker_threshold=3)
     state = None
     for i in range(3):
         state, _ = apply(state, call("read", {"p": 1}, result="same", call_id=f"ok-{i}"), config)

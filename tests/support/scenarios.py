@@ -55,9 +55,7 @@ def expected_decisions(scenario: dict[str, Any]) -> list[tuple[int, str, str, in
     return [(e["index"], e["decision"], e["code"], e["count"], e["published"]) for e in scenario["expected"]]
 
 
-def write_inputs(
-    scenario: dict[str, Any], directory: Path, events: list[dict[str, Any]]
-) -> tuple[Path, Path]:
+def write_inputs(scenario: dict[str, Any], directory: Path, events: list[dict[str, Any]]) -> tuple[Path, Path]:
     config = directory / f"{scenario['name']}.json5"
     config.write_text(json.dumps(config_document(scenario), indent=2), encoding="utf-8")
     path = directory / f"{scenario['name']}.jsonl"

@@ -91,9 +91,7 @@ def test_bad_lines_exit_2_unless_skipped(tmp_path: Path, capsysbinary: pytest.Ca
     candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
     lines = events.read_bytes().splitlines()
     dirty = tmp_path / "dirty.jsonl"
-    dirty.write_bytes(
-        b"\n".join([b"{not json", *lines[:5], b'{"type": "teleport"}', *lines[5:], b""]) + b"\n"
-    )
+    dirty.write_bytes(b"\n".join([b"{not json", *lines[:5], b'{"type": "teleport"}', *lines[5:], b""]) + b"\n")
     argv = ["whatif", "--config", str(config), "--candidate", str(candidate), "--events", str(dirty)]
     assert main([*argv, "--format", "json"]) == 2
     captured = capsysbinary.readouterr()
@@ -135,9 +133,7 @@ def test_topic_records_keep_their_partition_and_offset() -> None:
     events, bad = read_records([*records, TopicRecord(1, 999, 0, b"")], "loopwatch.events")
     assert bad == 1 and [e.source for e in events] == [(1, 100 + i) for i in range(23)]
     current = LoadedConfig.from_document(config_document(scenario))
-    candidate = LoadedConfig.from_document(
-        {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 15}}}
-    )
+    candidate = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 15}}})
     report = to_json(build_report(events, current, candidate, source="topic loopwatch.events"))
     first = report["changed_runs"][0]["changes"][0]
     assert first["source"] == {"partition": 1, "offset": 115}

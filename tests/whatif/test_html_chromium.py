@@ -101,16 +101,13 @@ def _chromium(binary: Path, profile: Path, *args: str) -> bytes:
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """A report over simulated traffic: a candidate with other thresholds and a warningThreshold sweep."""
     events = [
-        IndexedEvent(i, decode_event(v))
-        for i, (_, v) in enumerate(simulate(gateways=4, rate=100, duration=20, seed=3))
+        IndexedEvent(i, decode_event(v)) for i, (_, v) in enumerate(simulate(gateways=4, rate=100, duration=20, seed=3))
     ]
     current = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}})
     candidate = LoadedConfig.from_document(
         {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 6, "criticalThreshold": 12}}}
     )
-    built = build_report(
-        events, current, candidate, sweep=parse_sweep("warningThreshold=5..15:2"), source="simulated"
-    )
+    built = build_report(events, current, candidate, sweep=parse_sweep("warningThreshold=5..15:2"), source="simulated")
     page = tmp_path_factory.mktemp("html") / "report.html"
     page.write_text(render_html(built), encoding="utf-8")
     return page, to_json(built)
@@ -123,9 +120,7 @@ def test_report_renders_its_charts_in_chromium(
     detectors = sorted(data["timeline"]["series"])
     assert {"generic_repeat", "ping_pong", "compaction_loop_persisted"} <= set(detectors)
     probe = tmp_path / "probe.html"
-    probe.write_text(
-        page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8"
-    )
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     dom = _chromium(chromium, tmp_path / "profile-dom", "--dump-dom", probe.as_uri()).decode()
     match = re.search(r'<pre id="measure">(.*?)</pre>', dom, re.DOTALL)
     assert match, dom[-2000:]
@@ -153,14 +148,10 @@ def test_report_renders_its_charts_in_chromium(
     }
 
 
-def test_screenshot_shows_the_charts(
-    chromium: Path, report: tuple[Path, dict[str, Any]], tmp_path: Path
-) -> None:
+def test_screenshot_shows_the_charts(chromium: Path, report: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     page, _ = report
     shot = tmp_path / "shot.png"
-    _chromium(
-        chromium, tmp_path / "profile-shot", "--window-size=1200,640", f"--screenshot={shot}", page.as_uri()
-    )
+    _chromium(chromium, tmp_path / "profile-shot", "--window-size=1200,640", f"--screenshot={shot}", page.as_uri())
     image = read_png(shot.read_bytes())
     assert (image.width, image.height) == (1200, 640)
     colours = Counter(image.pixels())

@@ -27,9 +27,7 @@ N_STICKY = len(SCENARIOS[STICKY]["events"])
 
 
 def _row(report: dict[str, Any], detector: str = "generic_repeat", tool: str = "read") -> dict[str, Any]:
-    rows = [
-        r for r in report["summary"] if (r["detector"], r["agent_id"], r["tool"]) == (detector, "main", tool)
-    ]
+    rows = [r for r in report["summary"] if (r["detector"], r["agent_id"], r["tool"]) == (detector, "main", tool)]
     assert len(rows) == 1, report["summary"]
     row: dict[str, Any] = rows[0]
     return row
@@ -45,9 +43,7 @@ def test_critical_15_moves_the_first_block_from_index_20_to_15(
 ) -> None:
     config, events = scenario_files(STICKY, tmp_path)
     candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
-    report = whatif(
-        capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events)
-    )
+    report = whatif(capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events))
     # Published view: the warning at index 10 (count 10) stays; indices 15..19 become blocks (count 15);
     # the three blocks at 20..22 keep blocking, now with count 15.
     block15 = [("block", "generic_repeat", 15, True)]
@@ -84,18 +80,13 @@ def test_warning_12_moves_the_first_warning_to_index_12_published_in_buckets_of_
 ) -> None:
     config, events = scenario_files(STICKY, tmp_path)
     candidate = candidate_file(STICKY, tmp_path, warningThreshold=12)
-    report = whatif(
-        capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events)
-    )
+    report = whatif(capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events))
     # 12..19 warn with count 12..19, all in bucket 1 of 12: only index 12 is published. Blocks unchanged.
     assert reported_changes(report) == [
         (10, [("warning", "generic_repeat", 10, True)], []),
         (12, [], [("warning", "generic_repeat", 12, True)]),
     ]
-    assert (
-        report["changed_runs"][0]["changes"][1]["text"]
-        == "index 12 (read): none → warning generic_repeat count 12"
-    )
+    assert report["changed_runs"][0]["changes"][1]["text"] == "index 12 (read): none → warning generic_repeat count 12"
     every = whatif(
         capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events), "--all"
     )
@@ -143,9 +134,7 @@ def test_changes_follow_the_semantics(
 
 def test_same_config_changes_nothing(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     config, events = scenario_files(STICKY, tmp_path)
-    report = whatif(
-        capsysbinary, "--config", str(config), "--candidate", str(config), "--events", str(events)
-    )
+    report = whatif(capsysbinary, "--config", str(config), "--candidate", str(config), "--events", str(events))
     assert report["changed_runs"] == []
     assert all(r["current"] == r["candidate"] for r in report["summary"])
 
@@ -211,13 +200,9 @@ def test_guard_window_sweep_and_candidate(tmp_path: Path, capsysbinary: pytest.C
         "--sweep",
         "postCompactionGuard.windowSize=1..7",
     )
-    assert {p["value"]: p["calls"]["abort"] for p in report["sweep"]["points"]} == {
-        w: int(w <= 5) for w in range(1, 8)
-    }
+    assert {p["value"]: p["calls"]["abort"] for p in report["sweep"]["points"]} == {w: int(w <= 5) for w in range(1, 8)}
     candidate = candidate_file(name, tmp_path, postCompactionGuard={"windowSize": 3})
-    report = whatif(
-        capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events)
-    )
+    report = whatif(capsysbinary, "--config", str(config), "--candidate", str(candidate), "--events", str(events))
     assert reported_changes(report) == [
         (3, [], [("abort", "compaction_loop_persisted", 3, True)]),
         (5, [("abort", "compaction_loop_persisted", 5, True)], []),

@@ -16,9 +16,7 @@ from streams.simulate import simulate
 pytestmark = pytest.mark.integration
 
 
-def test_topic_and_file_give_the_same_report(
-    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
-) -> None:
+def test_topic_and_file_give_the_same_report(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     def records() -> list[tuple[bytes, bytes]]:
         return list(simulate(gateways=3, rate=100, duration=15, seed=8, malformed=0.02))
 
@@ -51,11 +49,9 @@ def test_topic_and_file_give_the_same_report(
         change["source"] is not None for run in from_topic["changed_runs"] for change in run["changes"]
     )
     strip = [
-        (run["scope"], [(c["current"], c["candidate"]) for c in run["changes"]])
-        for run in from_topic["changed_runs"]
+        (run["scope"], [(c["current"], c["candidate"]) for c in run["changes"]]) for run in from_topic["changed_runs"]
     ]
     want = [
-        (run["scope"], [(c["current"], c["candidate"]) for c in run["changes"]])
-        for run in from_file["changed_runs"]
+        (run["scope"], [(c["current"], c["candidate"]) for c in run["changes"]]) for run in from_file["changed_runs"]
     ]
     assert sorted(strip, key=str) == sorted(want, key=str)
