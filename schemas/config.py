@@ -7,24 +7,14 @@ fallbacks and clamping and turns every such problem into a warning. The defaults
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, ValidationError, WithJsonSchema
 
+from streams.detection.config import is_positive_integer
+
 WARNING_BEFORE_CRITICAL = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
 CRITICAL_BEFORE_GLOBAL = "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
-
-
-def is_positive_integer(value: object) -> bool:
-    """JavaScript ``Number.isInteger(v) && v > 0`` on a JSON value (``5.0`` counts, ``true`` does not)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value > 0
-    if isinstance(value, float):
-        return math.isfinite(value) and value.is_integer() and value > 0
-    return False
 
 
 def positive_int_or_none(value: object) -> int | None:

@@ -47,6 +47,7 @@ from streams.detection import (
     unknown_tool_name,
 )
 from streams.detection.outcome import hash_result
+from streams.detection.sends import PROVIDER_SEND_TOOLS
 
 FORMAT_VERSION: Final = 1
 DEFAULT_OUT: Final = Path("deploy/openclaw-plugin/test/vectors.json")
@@ -684,26 +685,7 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
     ("send error", "sessions_send", {}, MISSING, "Unknown tool: sessions_send"),
 ]
 
-_PROVIDER_TOOLS: Final = (
-    "telegram",
-    "discord",
-    "slack",
-    "whatsapp",
-    "signal",
-    "imessage",
-    "bluebubbles",
-    "googlechat",
-    "msteams",
-    "matrix",
-    "mattermost",
-    "feishu",
-    "line",
-    "zalo",
-    "instagram",
-    "twitch",
-    "irc",
-    "nostr",
-)
+_PROVIDER_TOOLS: Final = tuple(sorted(PROVIDER_SEND_TOOLS))
 
 _TRIMS: Final[list[str]] = [
     "",
