@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import sys
 import time
 from typing import IO, Any
@@ -46,13 +47,24 @@ def matches(verdict: dict[str, Any], args: argparse.Namespace) -> bool:
     )
 
 
+def _when(ts: Any) -> str:
+    """Event time for people: epoch milliseconds become RFC 3339 (UTC); strings are shown as sent."""
+    if isinstance(ts, int | float) and not isinstance(ts, bool):
+        try:
+            moment = datetime.datetime.fromtimestamp(ts / 1000.0, tz=datetime.UTC)
+        except (OverflowError, OSError, ValueError):
+            return str(ts)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return str(ts) if ts else "-"
+
+
 def human_line(verdict: dict[str, Any]) -> str:
     """One line: time, decision, detector, count/threshold, who, tool, and the message."""
     run = verdict.get("run_id") or "-"
     message = " ".join(str(verdict.get("message", "")).split())
     paired = f"<->{verdict['paired_tool']}" if verdict.get("paired_tool") else ""
     return (
-        f"{verdict.get('event_ts') or '-'} {str(verdict.get('decision', '?')).upper():7} "
+        f"{_when(verdict.get('event_ts'))} {str(verdict.get('decision', '?')).upper():7} "
         f"{verdict.get('detector', '?')} {verdict.get('count')}/{verdict.get('threshold')} "
         f"gw={verdict.get('gateway_id')} agent={verdict.get('agent_id')} session={verdict.get('session_id')} "
         f"run={run} tool={verdict.get('tool')}{paired} event={verdict.get('event_id')} | {message}"

@@ -149,6 +149,11 @@ def test_tail_human_line_is_one_line() -> None:
     assert "tool=read<->write" in line and line.endswith("| CRITICAL: a b")
 
 
+def test_tail_human_line_shows_epoch_milliseconds_as_utc_time() -> None:
+    line = human_line(verdict(event_ts=1_767_225_600_250))
+    assert line.startswith("2026-01-01T00:00:00.250Z BLOCK")
+
+
 def test_tail_filters() -> None:
     args = argparse.Namespace(gateway="gw-1", agent=None, decision="block")
     assert matches(verdict(), args)
