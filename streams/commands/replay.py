@@ -1,8 +1,16 @@
-"""``loopwatch replay``: run the detection core over recorded events, offline, for audits and tests."""
+"""``loopwatch replay``: run the detection core over recorded events, offline, for audits and tests.
+
+``--events FILE`` replays a JSON Lines file in file order. ``--topic T --bootstrap B`` replays a topic range
+(``--from``/``--to``: ``N`` for every partition, ``P:N,P:N`` per partition, or an RFC 3339 time resolved with
+``offsets_for_times`` -- record timestamps, which on the embedded broker are the broker's write time) per
+partition in offset order, exactly as the worker does; ``--compare-verdicts`` diffs the result against the
+verdicts topic; ``--run RUN_ID`` explains one run. See :mod:`streams.audit`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +18,7 @@ from typing import IO, Any
 
 import orjson
 
+from streams import audit
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
 from streams.detection import RunState
@@ -18,7 +27,19 @@ from streams.runner import step, to_verdict
 
 def register(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay recorded events through the detectors and print decisions")
-    p.add_argument("--events", required=True, type=Path, help="JSON Lines file of events ('-' for stdin)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    source.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
+    p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
+    p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
+    p.add_argument(
+        "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
+    )
+    p.add_argument("--verdicts-topic", default="loopwatch.verdicts", help="verdicts topic for --compare-verdicts")
+    p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
+    p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
     p.add_argument("--all", action="store_true", help="also print decisions that are not published")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
@@ -33,12 +54,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for w in config.warnings:
         print(format_warning(w), file=sys.stderr)
+    if args.topic is not None:
+        return run_topic(args, config)
+    if args.compare_verdicts or args.start is not None or args.end is not None:
+        print("error: --from, --to and --compare-verdicts need --topic", file=sys.stderr)
+        return 2
     try:
         source = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:
         print(f"error: cannot read {args.events}: {exc.strerror}", file=sys.stderr)
         return 2
     with source:
+        if args.run is not None:
+            return explain_lines(_lines(source), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
         return replay_lines(
             _lines(source),
             config,
@@ -93,3 +121,87 @@ def replay_lines(
     if bad and not skip_invalid:
         return 2
     return 0
+
+
+def explain_lines(
+    lines: Iterator[bytes], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool, name: str
+) -> int:
+    """``--run`` over a file: bad lines are reported and skipped (an explanation is not an audit)."""
+    events: list[audit.PositionedEvent] = []
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            events.append(audit.PositionedEvent(index, decode_event(raw)))
+        except InvalidEvent as exc:
+            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+    return _explain(events, config, run, out, as_json=as_json)
+
+
+def _explain(
+    events: list[audit.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool
+) -> int:
+    steps = audit.explain_run(events, config, run)
+    if as_json:
+        out.write(orjson.dumps({"run": run, "events": audit.explain_json(steps)}).decode() + "\n")
+    else:
+        out.write(audit.render_explain(steps, run, config))
+    out.flush()
+    if not steps:
+        print(f"error: no event of run {run!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
+    """``--topic``: replay a topic range like the worker; optionally compare or explain."""
+    if not args.bootstrap:
+        return _error("--topic needs --bootstrap HOST:PORT")
+    try:
+        start = audit.parse_bound(args.start) if args.start is not None else None
+        end = audit.parse_bound(args.end) if args.end is not None else None
+    except audit.RangeError as exc:
+        return _error(f"--from/--to: {exc}")
+    try:
+        read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end))
+    except (OSError, TimeoutError, RuntimeError) as exc:
+        return _error(f"cannot read topic {args.topic}: {exc}")
+    events, bad = audit.decode_records(read.records)
+    for b in bad:
+        print(b.describe(args.topic), file=sys.stderr)
+    if args.run is not None:
+        flat = [pe for partition in sorted(events) for pe in events[partition]]
+        status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
+        return 2 if bad and args.strict else status
+    replayed = audit.replay_partitions(events, config, args.topic, include_all=args.all)
+    if args.compare_verdicts:
+        try:
+            verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic))
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            return _error(f"cannot read topic {args.verdicts_topic}: {exc}")
+        recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
+        for note in notes:
+            print(note, file=sys.stderr)
+        in_range = [v for v in recorded if audit.in_range(v, args.topic, read.ranges)]
+        comparison = audit.compare_verdicts(replayed, in_range)
+        if args.json:
+            doc = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
+            sys.stdout.write(orjson.dumps({**doc, **comparison.to_json()}).decode() + "\n")
+        else:
+            sys.stdout.write(comparison.summary() + "\n")
+            for diff in comparison.differences:
+                sys.stdout.write(diff.describe() + "\n")
+        sys.stdout.flush()
+        if not comparison.equal:
+            return 1
+        return 2 if bad and args.strict else 0
+    out = sys.stdout.buffer
+    for record in replayed:
+        out.write(orjson.dumps(record) + b"\n")
+    out.flush()
+    return 2 if bad and args.strict else 0
