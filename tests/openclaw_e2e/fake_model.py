@@ -47,6 +47,9 @@ def _scripts() -> dict[str, list[Step]]:
             _exec("echo guard-same"),
             _exec("echo guard-after"),
         ],
+        # A wrapped tool (the observer plugin's) failing with "Unknown tool: browser.open" every time, with varying
+        # arguments (ignored by the detector): with unknownToolThreshold 3 the 4th and 5th calls are blocked.
+        "unknown_tool": [{"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(5)],
         # A quiet run: different calls, no decisions expected.
         "quiet": [_exec(f"echo quiet-{i}") for i in range(6)],
         # Enforcement phase (OpenClaw's detection off): slow enough for verdicts to arrive mid-loop.

@@ -1,7 +1,8 @@
 // Test-only OpenClaw plugin: writes OpenClaw's own loop decisions (tool.loop diagnostic events) and the
 // tool/compaction/run hooks it sees, in order, as JSON lines to `config.out`. The e2e test attributes each
 // tool.loop event to the call it was decided for (the next before_tool_call, or the next vetoed
-// after_tool_call for a block).
+// after_tool_call for a block). It also owns `e2e_browser_open`, a wrapped tool that always fails with
+// "Unknown tool: browser.open" -- the error OpenClaw's unknown-tool detector counts (unknown_tool_repeat).
 import { appendFileSync } from "node:fs";
 
 let out = null;
@@ -18,6 +19,15 @@ export default {
     if (api.registrationMode === "cli-metadata" || api.registrationMode === "setup-only") return;
     out ??= api.pluginConfig?.out ?? null;
     write({ kind: "register", mode: api.registrationMode });
+    api.registerTool({
+      name: "e2e_browser_open",
+      label: "Open URL (e2e)",
+      description: "Test-only: open a URL in the browser. Always fails: the browser tool is missing.",
+      parameters: { type: "object", properties: { url: { type: "string" } }, additionalProperties: false },
+      async execute() {
+        throw new Error("Unknown tool: browser.open");
+      },
+    });
     if (!subscribed) {
       subscribed = true;
       import("openclaw/plugin-sdk/diagnostic-runtime")
