@@ -44,15 +44,17 @@ def register(subparsers: Any) -> None:
         web_port = env_int(env, "LOOPWATCH_WEB_PORT", DEFAULT_WEB_PORT)
         ttl = env_float(env, "LOOPWATCH_STATE_TTL", DEFAULT_STATE_TTL)
         embedded = env_bool(env, "LOOPWATCH_EMBEDDED", False)
+        dead_letter_max = env_int(env, "LOOPWATCH_DEAD_LETTER_MAX_ORIGINAL", 900_000)
     except SettingsError as exc:
         # Parsers are built for every command: a bad variable must not break ``loopwatch replay``.
         print(f"warning: {exc}; using the built-in default", file=sys.stderr)
-        partitions, metrics_port, web_port, ttl, embedded = (
+        partitions, metrics_port, web_port, ttl, embedded, dead_letter_max = (
             DEFAULT_PARTITIONS,
             DEFAULT_METRICS_PORT,
             DEFAULT_WEB_PORT,
             DEFAULT_STATE_TTL,
             False,
+            900_000,
         )
     p = subparsers.add_parser(
         "worker",
@@ -155,6 +157,19 @@ def register(subparsers: Any) -> None:
         default=0.01,
         help="under load, seconds to let a batch fill before processing it (bigger batches, less CPU)",
     )
+    p.add_argument(
+        "--dead-letter-original",
+        choices=("full", "digest"),
+        default=env_default(env, "LOOPWATCH_DEAD_LETTER_ORIGINAL", "full"),
+        help="keep rejected records' bytes on the dead-letter topic, or only their sha256 "
+        "(LOOPWATCH_DEAD_LETTER_ORIGINAL)",
+    )
+    p.add_argument(
+        "--dead-letter-max-original",
+        type=int,
+        default=dead_letter_max,
+        help="most bytes of a rejected record kept on the dead-letter topic (LOOPWATCH_DEAD_LETTER_MAX_ORIGINAL)",
+    )
     p.set_defaults(func=run)
 
 
@@ -184,6 +199,8 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
         events_topic=args.events_topic,
         verdicts_topic=args.verdicts_topic,
         dead_letter_topic=args.dead_letter_topic,
+        dead_letter_original=args.dead_letter_original,
+        dead_letter_max_original=args.dead_letter_max_original,
     )
 
 

@@ -41,6 +41,7 @@ from streams.config_file import LoadedConfig
 from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
 from streams.metrics import WorkerMetrics
 from streams.worker import expiry
+from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
@@ -91,6 +92,7 @@ class LoopwatchWorker:
         self.settings = settings
         self.metrics = metrics
         self.processor = RunProcessor(config)
+        self._dead_letter_policy = DeadLetterPolicy(settings.dead_letter_original, settings.dead_letter_max_original)
         self._fatal_handler = fatal or _exit_now
         self._lock = asyncio.Lock()
         self._agent_starts = 0
@@ -276,7 +278,7 @@ class LoopwatchWorker:
         now_ms = int(time.time() * 1000)
         records = [InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)]
         next_offsets = {rec.partition: rec.offset + 1 for rec in records}
-        plan = plan_batch(records, now_ms)
+        plan = plan_batch(records, now_ms, self._dead_letter_policy)
         data = self.table.data
         pending = self._pending_states
         process = self.processor.process

@@ -10,14 +10,37 @@ undeliverable dead-letter record would stall the partition it is meant to protec
 from __future__ import annotations
 
 import base64
+import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 import orjson
 
 #: Upper bound of an encoded dead-letter record (below Kafka's default ``message.max.bytes`` of 1 MB).
 MAX_RECORD_BYTES: Final = 900_000
 _ENVELOPE_SLACK: Final = 4_096
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    """How much of a rejected record is kept: data minimisation for records that may carry tool arguments.
+
+    ``original="full"`` keeps the bytes up to ``max_original_bytes`` (and always within the record limit);
+    ``original="digest"`` keeps only their sha256 (always present) and the reason.
+    """
+
+    original: Literal["full", "digest"] = "full"
+    max_original_bytes: int = MAX_RECORD_BYTES
+
+    def __post_init__(self) -> None:
+        if self.original not in ("full", "digest"):
+            raise ValueError(f"dead-letter original must be full or digest, not {self.original!r}")
+        if self.max_original_bytes < 0:
+            raise ValueError("dead-letter max original bytes must not be negative")
+
+
+DEFAULT_POLICY: Final = DeadLetterPolicy()
 
 
 def rfc3339_ms(epoch_ms: float) -> str:
@@ -36,12 +59,14 @@ def dead_letter_record(
     original: bytes,
     received_at_ms: float,
     max_bytes: int = MAX_RECORD_BYTES,
+    policy: DeadLetterPolicy = DEFAULT_POLICY,
 ) -> bytes:
     """The JSON value of one ``loopwatch.dead-letter`` record."""
     key_b64 = base64.b64encode(key).decode("ascii") if key is not None else None
     detail = detail if len(detail) <= 1000 else detail[:997] + "..."
     budget = max_bytes - _ENVELOPE_SLACK - len(key_b64 or "") - len(detail) * 4
     keep = max(0, budget // 4 * 3)  # base64 turns 3 bytes into 4 characters
+    keep = 0 if policy.original == "digest" else min(keep, policy.max_original_bytes)
     truncated = len(original) > keep
     record: dict[str, object] = {
         "reason": reason,
@@ -49,9 +74,13 @@ def dead_letter_record(
         "source": {"topic": topic, "partition": partition, "offset": offset},
         "key": key_b64,
         "original": base64.b64encode(original[:keep] if truncated else original).decode("ascii"),
+        "original_sha256": hashlib.sha256(original).hexdigest(),
         "received_at": rfc3339_ms(received_at_ms),
     }
-    if truncated:
+    if policy.original == "digest":
+        record["original"] = None
+        record["original_size"] = len(original)
+    elif truncated:
         record["original_truncated"] = True
         record["original_size"] = len(original)
     return orjson.dumps(record)

@@ -32,7 +32,7 @@ from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.detection import RunState
 from streams.runner import step, to_verdict
 from streams.worker import envelope
-from streams.worker.deadletter import dead_letter_record
+from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_record
 from streams.worker.envelope import StoredRun
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,9 @@ class RunResult:
     duplicates: int = 0
 
 
-def plan_batch(records: Sequence[InputRecord], received_at_ms: float) -> BatchPlan:
+def plan_batch(
+    records: Sequence[InputRecord], received_at_ms: float, policy: DeadLetterPolicy = DEFAULT_POLICY
+) -> BatchPlan:
     """Decode and group a batch; every record ends up in exactly one group or one dead letter."""
     groups: dict[bytes, RunGroup] = {}
     dead: list[DeadLetter] = []
@@ -109,12 +111,12 @@ def plan_batch(records: Sequence[InputRecord], received_at_ms: float) -> BatchPl
         try:
             event = decode_event(raw)
         except InvalidEvent as exc:
-            dead.append(_dead(rec, raw, exc.reason, exc.detail, received_at_ms))
+            dead.append(_dead(rec, raw, exc.reason, exc.detail, received_at_ms, policy))
             continue
         key = scope_key(event).encode("utf-8")
         if rec.key != key:
             detail = "record has no key" if rec.key is None else "record key differs from the event's scope key"
-            dead.append(_dead(rec, raw, KEY_MISMATCH, detail + " (run_id, else session_id)", received_at_ms))
+            dead.append(_dead(rec, raw, KEY_MISMATCH, detail + " (run_id, else session_id)", received_at_ms, policy))
             continue
         group = groups.get(key)
         if group is None:
@@ -124,7 +126,9 @@ def plan_batch(records: Sequence[InputRecord], received_at_ms: float) -> BatchPl
     return BatchPlan(groups, dead)
 
 
-def _dead(rec: InputRecord, raw: bytes, reason: str, detail: str, received_at_ms: float) -> DeadLetter:
+def _dead(
+    rec: InputRecord, raw: bytes, reason: str, detail: str, received_at_ms: float, policy: DeadLetterPolicy
+) -> DeadLetter:
     value = dead_letter_record(
         reason=reason,
         detail=detail,
@@ -134,6 +138,7 @@ def _dead(rec: InputRecord, raw: bytes, reason: str, detail: str, received_at_ms
         key=rec.key,
         original=raw,
         received_at_ms=received_at_ms,
+        policy=policy,
     )
     return DeadLetter(rec.key, value, reason)
 

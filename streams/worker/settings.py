@@ -55,6 +55,8 @@ class WorkerSettings:
     events_topic: str = EVENTS_TOPIC
     verdicts_topic: str = VERDICTS_TOPIC
     dead_letter_topic: str = DEAD_LETTER_TOPIC
+    dead_letter_original: Literal["full", "digest"] = "full"
+    dead_letter_max_original: int = 900_000
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -72,6 +74,10 @@ class WorkerSettings:
                 raise SettingsError(f"{name} port {port} out of range")
         if self.sweep_interval is not None and not self.sweep_interval > 0:
             raise SettingsError("sweep interval must be positive")
+        if self.dead_letter_original not in ("full", "digest"):
+            raise SettingsError(f"dead-letter original must be full or digest, not {self.dead_letter_original!r}")
+        if self.dead_letter_max_original < 0:
+            raise SettingsError("dead-letter max original bytes must not be negative")
         if not self.bootstrap.strip():
             raise SettingsError("bootstrap address is empty")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 
 import orjson
 import pytest
@@ -16,7 +17,8 @@ from streams.commands.tail import human_line, matches
 from streams.decode import INVALID_REASONS
 from streams.kafka_io import scope_key_from_raw
 from streams.metrics import WorkerMetrics
-from streams.worker.deadletter import dead_letter_record, rfc3339_ms
+from streams.worker.deadletter import DeadLetterPolicy, dead_letter_record, rfc3339_ms
+from streams.worker.processing import InputRecord, plan_batch
 from streams.worker.settings import SettingsError, WorkerSettings
 from tests.worker.support import event
 
@@ -39,8 +41,57 @@ def test_dead_letter_record_fields() -> None:
         "source": {"topic": "loopwatch.events", "partition": 2, "offset": 17},
         "key": base64.b64encode(b"run-1").decode(),
         "original": base64.b64encode(b"{oops").decode(),
+        "original_sha256": hashlib.sha256(b"{oops").hexdigest(),
         "received_at": "2026-01-01T00:00:00.123Z",
     }
+
+
+def _dead(original: bytes, policy: DeadLetterPolicy) -> dict[str, object]:
+    value = dead_letter_record(
+        reason="schema_invalid",
+        detail="args: required",
+        topic="t",
+        partition=0,
+        offset=5,
+        key=b"k",
+        original=original,
+        received_at_ms=0,
+        policy=policy,
+    )
+    record: dict[str, object] = orjson.loads(value)
+    return record
+
+
+def test_dead_letter_digest_only_keeps_no_bytes() -> None:
+    original = b'{"type":"tool_call","args":{"password":"hunter2"}}'
+    record = _dead(original, DeadLetterPolicy(original="digest"))
+    assert record["original"] is None
+    assert record["original_sha256"] == hashlib.sha256(original).hexdigest()
+    assert record["original_size"] == len(original)
+    assert b"hunter2" not in orjson.dumps(record)
+
+
+def test_dead_letter_original_is_capped_by_policy() -> None:
+    original = b"x" * 1000
+    record = _dead(original, DeadLetterPolicy(max_original_bytes=100))
+    assert base64.b64decode(str(record["original"])) == original[:100]
+    assert record["original_truncated"] is True and record["original_size"] == 1000
+    assert _dead(original, DeadLetterPolicy(max_original_bytes=1000)).get("original_truncated") is None
+
+
+def test_plan_batch_applies_the_dead_letter_policy() -> None:
+    bad = InputRecord("loopwatch.events", 0, 3, b"k", b"{not json")
+    plan = plan_batch([bad], 0, DeadLetterPolicy(original="digest"))
+    (dead,) = plan.dead_letters
+    record = orjson.loads(dead.value)
+    assert record["reason"] == "not_json" and record["original"] is None
+
+
+def test_dead_letter_policy_settings_are_validated() -> None:
+    with pytest.raises(SettingsError):
+        WorkerSettings(dead_letter_original="some")  # type: ignore[arg-type]
+    with pytest.raises(SettingsError):
+        WorkerSettings(dead_letter_max_original=-1)
 
 
 def test_dead_letter_record_is_cut_to_fit() -> None:
