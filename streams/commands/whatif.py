@@ -13,12 +13,12 @@ import asyncio
 import heapq
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
+from streams.audit import TopicRecord
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
 from streams.whatif import (
@@ -158,14 +158,6 @@ def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], 
     return events, bad
 
 
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    partition: int
-    offset: int
-    timestamp: int
-    value: bytes
-
-
 def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[IndexedEvent], int]:
     """Decode topic records (already in processing order); index = position, source = partition/offset."""
     events: list[IndexedEvent] = []
@@ -184,42 +176,10 @@ async def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> li
     """Every record of ``topic`` up to its end offsets when called, partitions merged by record timestamp.
 
     The merge keeps each partition in offset order (all events of a run share a partition), so decisions do
-    not depend on how partitions interleave. End offsets come from :func:`streams.kafka_compat.end_offsets`,
-    which is right on Tansu too.
+    not depend on how partitions interleave. Reading is :func:`streams.audit.read_partitions`, whose end
+    offsets are right on the embedded broker too.
     """
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from streams.audit import read_partitions
 
-    from streams.kafka_compat import end_offsets
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-    await asyncio.wait_for(consumer.start(), timeout)
-    try:
-        await asyncio.wait_for(consumer.topics(), timeout)
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            raise RuntimeError("no such topic")
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        ends = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        per_partition: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in tps}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            remaining = [tp for tp in tps if await consumer.position(tp) < ends.get(tp, 0)]
-            if not remaining:
-                break
-            if loop.time() > deadline:
-                raise TimeoutError(f"no progress reading {len(remaining)} partition(s)")
-            batches = await consumer.getmany(*remaining, timeout_ms=500)
-            for tp, messages in batches.items():
-                if messages:
-                    deadline = loop.time() + timeout
-                for m in messages:
-                    if m.offset < ends.get(tp, 0):
-                        per_partition[tp.partition].append(
-                            TopicRecord(tp.partition, m.offset, m.timestamp, m.value or b"")
-                        )
-    finally:
-        await consumer.stop()
-    return list(heapq.merge(*per_partition.values(), key=lambda r: (r.timestamp, r.partition)))
+    read = await read_partitions(bootstrap, topic, timeout=timeout)
+    return list(heapq.merge(*read.records.values(), key=lambda r: (r.timestamp, r.partition)))

@@ -127,10 +127,10 @@ def test_html_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_topic_records_keep_their_partition_and_offset() -> None:
     scenario = SCENARIOS[STICKY]
     records = [
-        TopicRecord(1, 100 + i, 1_767_225_600_000 + i, json.dumps(e).encode())
+        TopicRecord(1, 100 + i, 1_767_225_600_000 + i, None, json.dumps(e).encode())
         for i, e in enumerate(wire_events(scenario))
     ]
-    events, bad = read_records([*records, TopicRecord(1, 999, 0, b"")], "loopwatch.events")
+    events, bad = read_records([*records, TopicRecord(1, 999, 0, None, b"")], "loopwatch.events")
     assert bad == 1 and [e.source for e in events] == [(1, 100 + i) for i in range(23)]
     current = LoadedConfig.from_document(config_document(scenario))
     candidate = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 15}}})
