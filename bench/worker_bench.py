@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
+
+from tests.worker.harness import scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
 PYTHON = sys.executable
@@ -54,24 +55,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def scrape(port: int) -> dict[str, float]:
-    """``{series: value}`` of a /metrics page (label sets kept in the name)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                continue
-    return out
 
 
 def metric_sum(metrics: dict[str, float], prefix: str) -> float:
