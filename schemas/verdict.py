@@ -62,6 +62,13 @@ class Verdict(BaseModel):
     call_id: str | None = None
     event_id: str
     paired_tool: str | None = None
+    outcome_hash: str | None = Field(
+        default=None,
+        description=(
+            "Hash of the outcome the loop keeps producing (the detector's latest unchanged result hash), null when"
+            " no outcome is known yet. The same loop in another run has the same value: fleet storms group by it."
+        ),
+    )
     message: str
     source: SourceRef = Field(default_factory=SourceRef)
     event_ts: str | StrictInt | StrictFloat | None = Field(

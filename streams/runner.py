@@ -54,6 +54,7 @@ def to_verdict(
         call_id=decision.call_id,
         event_id=event.event_id,
         paired_tool=decision.paired_tool,
+        outcome_hash=decision.outcome_hash,
         message=decision.message,
         source=source,
         event_ts=event.ts,

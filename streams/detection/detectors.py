@@ -31,6 +31,7 @@ class Finding:
     key: str  # warning key (§4.1), used for de-duplication of warnings
     message: str
     paired_tool: str | None = None
+    outcome: str | None = None  # the result hash the loop keeps producing, when one is known
 
 
 def unknown_tool_streak(history: History, tool: str) -> tuple[int, str | None]:
@@ -137,6 +138,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                 cfg.unknown_tool_threshold,
                 f"unknown-tool:{tool}:{missing}",
                 messages.unknown_tool_critical(tool, missing, streak),
+                outcome=last.result,
             )
 
     # recentCount: records with this signature anywhere in the window, pending ones included.
@@ -152,6 +154,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
             glob,
             f"global:{tool}:{sig}:{latest_key}",
             messages.global_critical(tool, streak),
+            outcome=latest,
         )
 
     critical = cfg.critical_threshold
@@ -165,6 +168,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                 critical,
                 f"poll:{tool}:{sig}:{latest_key}",
                 messages.poll_critical(tool, streak),
+                outcome=latest,
             )
         if streak >= warning:
             return Finding(
@@ -174,6 +178,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                 warning,
                 f"poll:{tool}:{sig}:{latest_key}",
                 messages.poll_warning(tool, streak),
+                outcome=latest,
             )
 
     if cfg.ping_pong:
@@ -189,6 +194,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                     _ping_pong_key(sig, pp),
                     messages.ping_pong_critical(tool, count),
                     pp.last.tool,
+                    latest,
                 )
             if count >= warning:
                 return Finding(
@@ -199,6 +205,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                     _ping_pong_key(sig, pp),
                     messages.ping_pong_warning(tool, count),
                     pp.last.tool,
+                    latest,
                 )
 
     if not known_poll and cfg.generic_repeat:
@@ -210,6 +217,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                 critical,
                 f"generic:{tool}:{sig}:{latest_key}",
                 messages.generic_critical(tool, streak),
+                outcome=latest,
             )
         if matches >= warning:
             return Finding(
@@ -219,5 +227,6 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                 warning,
                 f"generic:{tool}:{sig}",
                 messages.generic_warning(tool, matches),
+                outcome=latest,
             )
     return None

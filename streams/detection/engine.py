@@ -97,6 +97,7 @@ def _observe(
                 call_id=event.call_id,
                 warning_key=f"compaction:{sig}:{result}",
                 published=True,
+                outcome_hash=result,
             )
         )
     return guard
@@ -127,4 +128,5 @@ def _decision(kind: str, finding: Finding, event: ToolEvent, published: bool) ->
         warning_key=finding.key,
         published=published,
         paired_tool=finding.paired_tool,
+        outcome_hash=finding.outcome,
     )

@@ -90,3 +90,4 @@ class Decision:
     warning_key: str
     published: bool
     paired_tool: str | None = None
+    outcome_hash: str | None = None  # the repeated outcome's hash: the same loop in another run has the same one
