@@ -505,13 +505,20 @@ async def read_partitions(
     end: Bound | None = None,
     *,
     timeout: float = 30.0,
+    security: Any = None,
 ) -> TopicRead:
-    """Records of ``topic`` in ``[start, end)`` per partition; end offsets come from kafka_compat (taken now)."""
+    """Records of ``topic`` in ``[start, end)`` per partition; end offsets come from kafka_compat (taken now).
+
+    ``security`` is a :class:`streams.kafka_security.KafkaSecurity` (TLS/SASL); None means PLAINTEXT.
+    """
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.kafka_compat import end_offsets
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    auth: dict[str, Any] = security.aiokafka_kwargs() if security is not None else {}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **auth
+    )
     await asyncio.wait_for(consumer.start(), timeout)
     try:
         await asyncio.wait_for(consumer.topics(), timeout)
@@ -523,7 +530,7 @@ async def read_partitions(
             if missing:
                 raise RuntimeError(f"topic has no partition {missing[0]} (it has {len(partitions)})")
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        ends_tp = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout)
+        ends_tp = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout, **auth)
         ends = {tp.partition: ends_tp.get(tp, 0) for tp in tps}
         begins_tp = await asyncio.wait_for(consumer.beginning_offsets(tps), timeout)
         begins = {tp.partition: int(begins_tp.get(tp, 0)) for tp in tps}

@@ -22,7 +22,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from streams.kafka_security import KafkaSecurity
+    from streams.tls_front import TlsFront
 
 __all__ = [
     "BrokerError",
@@ -148,6 +152,12 @@ class EmbeddedBroker:
     ``stop_timeout`` before SIGKILL (memory storage: nothing is lost either way). ``die_with_parent``
     (Linux) makes the kernel stop the broker if this process dies; it is tied to the *thread* that starts
     the broker, so start it from a long-lived thread (the main thread).
+
+    ``tls_cert``/``tls_key`` (PEM) make ``bootstrap`` a TLS listener (``tls_client_ca``: clients must present a
+    certificate signed by it). Tansu 0.6.0 cannot serve TLS itself (its ``--cert`` and ``--key`` are mutually
+    exclusive, and either alone leaves the listener plain), so a :class:`streams.tls_front.TlsFront` in this
+    process terminates TLS on ``port`` and relays to Tansu on a private 127.0.0.1 port; Tansu advertises the
+    TLS port, so clients never see the plain one (``internal_port``).
     """
 
     def __init__(
@@ -161,7 +171,14 @@ class EmbeddedBroker:
         ready_timeout: float = 15.0,
         stop_timeout: float = 6.0,
         die_with_parent: bool = True,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_client_ca: str | os.PathLike[str] | None = None,
     ) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise BrokerError("a TLS listener needs both a certificate and a key")
+        if tls_client_ca is not None and tls_cert is None:
+            raise BrokerError("client certificate verification needs a TLS listener (certificate and key)")
         self.host = host
         self._requested_port = port
         self.port: int | None = port
@@ -173,6 +190,15 @@ class EmbeddedBroker:
         self.die_with_parent = die_with_parent and sys.platform.startswith("linux")
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
+        self.tls_cert = str(tls_cert) if tls_cert is not None else None
+        self.tls_key = str(tls_key) if tls_key is not None else None
+        self.tls_client_ca = str(tls_client_ca) if tls_client_ca is not None else None
+        self.internal_port: int | None = None
+        self._front: TlsFront | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     @property
     def bootstrap(self) -> str:
@@ -188,7 +214,7 @@ class EmbeddedBroker:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def command(self, port: int) -> list[str]:
+    def command(self, port: int, advertised_port: int | None = None) -> list[str]:
         url = f"tcp://{self.host}:{port}"
         return [
             self.binary or resolve_tansu_binary(),
@@ -196,7 +222,7 @@ class EmbeddedBroker:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://{self.host}:{advertised_port or port}",
             "--storage-engine",
             "memory://tansu/",
             "--cluster-id",
@@ -229,8 +255,28 @@ class EmbeddedBroker:
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
+        listen_port = port
+        if self.tls_cert is not None and self.tls_key is not None:
+            from streams.tls_front import TlsFront, TlsFrontError
+
+            listen_port = free_port(self.host)
+            try:
+                self._front = TlsFront(
+                    host=self.host,
+                    port=port,
+                    origin_host=self.host,
+                    origin_port=listen_port,
+                    certfile=self.tls_cert,
+                    keyfile=self.tls_key,
+                    client_cafile=self.tls_client_ca,
+                )
+                self._front.start()
+            except TlsFrontError as exc:
+                self._front = None
+                raise BrokerError(str(exc)) from None
+        self.internal_port = listen_port
         self._proc = subprocess.Popen(
-            self.command(port),
+            self.command(listen_port, port),
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -245,8 +291,9 @@ class EmbeddedBroker:
                 raise BrokerError(
                     f"broker exited with status {self._proc.returncode} on port {port}: {self.log_tail()}"
                 )
-            if kafka_ready(self.host, port, timeout=0.5):
-                log.info("embedded broker pid %s ready on %s:%s", self._proc.pid, self.host, port)
+            if kafka_ready(self.host, listen_port, timeout=0.5):
+                tls = " (TLS)" if self._front is not None else ""
+                log.info("embedded broker pid %s ready on %s:%s%s", self._proc.pid, self.host, port, tls)
                 return
             if time.monotonic() >= deadline:
                 raise BrokerError(
@@ -264,6 +311,9 @@ class EmbeddedBroker:
         """SIGTERM, then SIGKILL after ``stop_timeout``; reaps the child; idempotent. Returns its status."""
         proc, self._proc = self._proc, None
         code: int | None = None
+        front, self._front = self._front, None
+        if front is not None:  # first: closing the relayed connections lets Tansu stop without waiting for them
+            front.stop()
         if proc is not None:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -308,6 +358,7 @@ async def ensure_topics(
     replication: int = 1,
     configs: Mapping[str, Mapping[str, str]] | None = None,
     timeout: float = 15.0,
+    security: KafkaSecurity | None = None,
 ) -> dict[str, bool]:
     """Create each topic with its partition count unless it exists; returns ``{name: created}``.
 
@@ -319,8 +370,9 @@ async def ensure_topics(
 
     if not topics:
         return {}
+    auth = security.aiokafka_kwargs() if security is not None else {}
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-admin"
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-admin", **auth
     )
     await asyncio.wait_for(admin.start(), timeout)
     try:
@@ -362,6 +414,9 @@ def create_topics(
     replication: int = 1,
     configs: Mapping[str, Mapping[str, str]] | None = None,
     timeout: float = 15.0,
+    security: KafkaSecurity | None = None,
 ) -> dict[str, bool]:
     """Blocking :func:`ensure_topics` for scripts, CLIs and tests (not from inside a running event loop)."""
-    return asyncio.run(ensure_topics(bootstrap, topics, replication=replication, configs=configs, timeout=timeout))
+    return asyncio.run(
+        ensure_topics(bootstrap, topics, replication=replication, configs=configs, timeout=timeout, security=security)
+    )

@@ -34,6 +34,8 @@ from typing import Any, TypeVar, cast
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from streams.kafka_security import KafkaSecurity
+
 __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
     "EMBEDDED_SESSION_TIMEOUT",
@@ -382,12 +384,15 @@ def faust_settings_for(
     embedded: bool,
     session_timeout: float | None = None,
     heartbeat_interval: float | None = None,
+    security: KafkaSecurity | None = None,
 ) -> dict[str, Any]:
     """Faust settings for a broker: ``faust.App(id, **faust_settings_for(bootstrap, embedded=True))``.
 
     ``bootstrap`` is ``host:port[,host:port...]``. For the embedded broker: short sessions (3 s, heartbeat
     0.5 s) so joins and takeovers take seconds, and single-replica topics. Always at-least-once (Tansu has no
-    transactions). For a real cluster Faust's session defaults stay unless overridden.
+    transactions). For a real cluster Faust's session defaults stay unless overridden. ``security`` (TLS/SASL)
+    becomes ``broker_credentials``, which Faust hands to every client it makes (and :class:`CompatConsumerThread`
+    to its end-offset probe).
     """
     hosts = [host.strip() for host in bootstrap.split(",") if host.strip()]
     if not hosts:
@@ -407,6 +412,9 @@ def faust_settings_for(
         settings["broker_session_timeout"] = session_timeout
     if heartbeat_interval is not None:
         settings["broker_heartbeat_interval"] = heartbeat_interval
+    credentials = security.faust_credentials() if security is not None else None
+    if credentials is not None:
+        settings["broker_credentials"] = credentials
     return settings
 
 

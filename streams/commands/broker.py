@@ -1,4 +1,10 @@
-"""``loopwatch broker``: run the embedded Tansu broker in the foreground until Ctrl-C or SIGTERM."""
+"""``loopwatch broker``: run the embedded Tansu broker in the foreground until Ctrl-C or SIGTERM.
+
+``--cert``/``--key`` make the listener TLS (``--client-ca``: clients must present a certificate signed by that
+CA). Tansu 0.6.0 cannot serve TLS itself, so a TLS front in this process relays to Tansu on a private
+127.0.0.1 port (see :mod:`streams.tls_front`). SASL is not offered: see the README ("Connecting to a secured
+Kafka") for what Tansu's ``--authentication`` does and why it cannot be used with memory storage.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from streams.broker import BrokerError, EmbeddedBroker, create_topics
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +35,12 @@ def register(subparsers: Any) -> None:
         help="create this topic once the broker is ready (repeatable); auto-created topics get 4 partitions",
     )
     parser.add_argument("--ready-timeout", type=float, default=15.0, help="seconds to wait for readiness")
+    parser.add_argument("--cert", metavar="PEM", default=None, help="serve TLS with this certificate (chain)")
+    parser.add_argument("--key", metavar="PEM", default=None, help="private key of --cert (unencrypted PEM)")
+    parser.add_argument(
+        "--client-ca", metavar="PEM", default=None, help="with --cert: require client certificates signed by this CA"
+    )
+    add_security_arguments(parser)  # how --topic creation connects (default with --cert: trust --cert itself)
     parser.set_defaults(func=run)
 
 
@@ -41,10 +54,32 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
     return topics
 
 
+def topic_security(args: argparse.Namespace) -> KafkaSecurity:
+    """How ``--topic`` creation connects: the shared flags/env/file, else (TLS) trust the served certificate."""
+    security = security_from_args(args)
+    if args.cert and security.is_plaintext:
+        if args.client_ca:
+            raise KafkaSecurityError(
+                "--topic with --client-ca needs a client certificate: --security-protocol SSL --ssl-cafile CA "
+                "--ssl-certfile CERT --ssl-keyfile KEY"
+            )
+        # The exact certificate served is the trust anchor, so the host name adds nothing.
+        security = KafkaSecurity(security_protocol="SSL", ssl_cafile=args.cert, ssl_check_hostname=False)
+    return security
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         topics = _parse_topics(args.topic)
     except ValueError as exc:
+        print(f"loopwatch broker: {exc}", file=sys.stderr)
+        return 2
+    if (args.cert is None) != (args.key is None) or (args.client_ca and not args.cert):
+        print("loopwatch broker: --cert and --key go together (and --client-ca needs both)", file=sys.stderr)
+        return 2
+    try:
+        security = topic_security(args) if topics else None
+    except KafkaSecurityError as exc:
         print(f"loopwatch broker: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
@@ -53,17 +88,26 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    broker = EmbeddedBroker(port=args.port or None, log_path=args.log_file, ready_timeout=args.ready_timeout)
+    broker = EmbeddedBroker(
+        port=args.port or None,
+        log_path=args.log_file,
+        ready_timeout=args.ready_timeout,
+        tls_cert=args.cert,
+        tls_key=args.key,
+        tls_client_ca=args.client_ca,
+    )
     try:
         try:
             broker.start()
             if topics:
-                create_topics(broker.bootstrap, topics)
+                create_topics(broker.bootstrap, topics, security=security)
         except Exception as exc:  # BrokerError, TopicMismatchError, Kafka errors
             kind = "" if isinstance(exc, BrokerError) else f"{type(exc).__name__}: "
-            print(f"loopwatch broker: {kind}{exc}", file=sys.stderr)
+            message = security.redact(str(exc)) if security is not None else str(exc)
+            print(f"loopwatch broker: {kind}{message}", file=sys.stderr)
             return 1
-        print(f"broker ready on {broker.bootstrap} (pid {broker.pid}, log {broker.log_path})", flush=True)
+        tls = " TLS" + (" with client certificates" if args.client_ca else "") if broker.tls else ""
+        print(f"broker ready on {broker.bootstrap}{tls} (pid {broker.pid}, log {broker.log_path})", flush=True)
         while not stop.wait(0.5):
             if not broker.is_running():
                 print(f"loopwatch broker: broker exited unexpectedly: {broker.log_tail()}", file=sys.stderr)

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.kafka_io import partition_counts, scope_key_from_raw
+from streams.kafka_io import describe_failure, partition_counts, scope_key_from_raw
+from streams.kafka_security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
 from streams.worker.settings import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_PARTITIONS,
@@ -51,6 +58,7 @@ def register(subparsers: Any) -> None:
         default=partitions,
         help="create the topic with this many partitions if it does not exist (LOOPWATCH_PARTITIONS)",
     )
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -80,16 +88,23 @@ def prepare(lines: Iterator[tuple[int, bytes]], *, raw: bool) -> tuple[list[tupl
 
 
 async def send_all(
-    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], *, partitions: int, raw: bool
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes]],
+    *,
+    partitions: int,
+    raw: bool,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> int:
     """Create the topic if missing, send every record in order and wait for all acknowledgements."""
     from aiokafka import AIOKafkaProducer
 
     from streams.broker import ensure_topics
 
-    if topic not in await partition_counts(bootstrap):
-        await ensure_topics(bootstrap, {topic: partitions})
+    if topic not in await partition_counts(bootstrap, security=security):
+        await ensure_topics(bootstrap, {topic: partitions}, security=security)
     producer = AIOKafkaProducer(
+        **security.aiokafka_kwargs(),
         bootstrap_servers=bootstrap,
         acks="all",
         linger_ms=5,
@@ -107,6 +122,11 @@ async def send_all(
 
 def run(args: argparse.Namespace) -> int:
     try:
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        print(f"loopwatch publish: {exc}", file=sys.stderr)
+        return 2
+    try:
         source = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
     except OSError as exc:
         print(f"loopwatch publish: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
@@ -114,9 +134,11 @@ def run(args: argparse.Namespace) -> int:
     with source:
         records, refused = prepare(_lines(source), raw=args.raw)
     try:
-        sent = asyncio.run(send_all(args.bootstrap, args.topic, records, partitions=args.partitions, raw=args.raw))
-    except Exception as exc:  # Kafka errors, timeouts, topic mismatches
-        print(f"loopwatch publish: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sent = asyncio.run(
+            send_all(args.bootstrap, args.topic, records, partitions=args.partitions, raw=args.raw, security=security)
+        )
+    except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
+        print(f"loopwatch publish: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
         return 1
     summary = f"sent {sent} {'records' if args.raw else 'events'} to {args.topic}"
     print(summary + (f"; refused {refused} invalid lines" if refused else ""))

@@ -15,6 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from streams.kafka_security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
 from streams.simulate import simulate
 
 DEFAULT_TOPIC = "loopwatch.events"
@@ -34,6 +41,7 @@ def register(sub: Any) -> None:
     target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
     p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic to publish to (default {DEFAULT_TOPIC})")
     p.add_argument("--realtime", action="store_true", help="with --bootstrap: pace records to the rate")
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -75,8 +83,21 @@ def run(args: argparse.Namespace) -> int:
         print("error: --realtime needs --bootstrap", file=sys.stderr)
         return 2
     if args.bootstrap:
+        try:
+            security = security_from_args(args)
+        except KafkaSecurityError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         started = time.monotonic()
-        count = asyncio.run(publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime))
+        try:
+            count = asyncio.run(
+                publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security)
+            )
+        except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
+            from streams.kafka_io import describe_failure
+
+            print(f"error: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
+            return 1
         elapsed = time.monotonic() - started
         print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
         return 0
@@ -107,13 +128,25 @@ def write_lines(records: Iterator[tuple[bytes, bytes]], out: IO[bytes]) -> int:
 
 
 async def publish(
-    records: Iterator[tuple[bytes, bytes]], bootstrap: str, topic: str, rate: float, realtime: bool
+    records: Iterator[tuple[bytes, bytes]],
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    realtime: bool,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> int:
     """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024)
-    await producer.start()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        linger_ms=20,
+        acks="all",
+        max_request_size=4 * 1024 * 1024,
+        **security.aiokafka_kwargs(),
+    )
+    await asyncio.wait_for(producer.start(), 30.0)
     count = 0
     started = time.monotonic()
     try:

@@ -17,6 +17,13 @@ from typing import IO, Any
 
 import orjson
 
+from streams.kafka_security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
 from streams.worker.settings import DEFAULT_BOOTSTRAP, VERDICTS_TOPIC, env_default, environ
 
 
@@ -36,6 +43,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained verdict")
     p.add_argument("--max", type=int, default=None, metavar="N", help="stop after N matching verdicts")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -71,14 +79,14 @@ def human_line(verdict: dict[str, Any]) -> str:
     )
 
 
-async def follow(args: argparse.Namespace, out: IO[str]) -> int:
+async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity = PLAINTEXT) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.kafka_compat import end_offsets
     from streams.kafka_io import partition_counts
 
     deadline = time.monotonic() + args.timeout if args.timeout is not None else None
-    counts = await partition_counts(args.bootstrap)
+    counts = await partition_counts(args.bootstrap, security=security)
     if args.topic not in counts:
         print(f"loopwatch tail: topic {args.topic} does not exist (no worker has started yet?)", file=sys.stderr)
         return 1
@@ -88,6 +96,7 @@ async def follow(args: argparse.Namespace, out: IO[str]) -> int:
         enable_auto_commit=False,
         fetch_max_wait_ms=200,
         client_id="loopwatch-tail",
+        **security.aiokafka_kwargs(),
     )
     await asyncio.wait_for(consumer.start(), 15.0)
     shown = 0
@@ -97,7 +106,9 @@ async def follow(args: argparse.Namespace, out: IO[str]) -> int:
             for tp in tps:
                 consumer.seek(tp, 0)
         else:
-            ends = await end_offsets(args.bootstrap, [(tp.topic, tp.partition) for tp in tps])
+            ends = await end_offsets(
+                args.bootstrap, [(tp.topic, tp.partition) for tp in tps], **security.aiokafka_kwargs()
+            )
             for tp in tps:
                 consumer.seek(tp, ends[tp])
         while args.max is None or shown < args.max:
@@ -131,11 +142,18 @@ async def follow(args: argparse.Namespace, out: IO[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(follow(args, sys.stdout))
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        print(f"loopwatch tail: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(follow(args, sys.stdout, security))
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
         return 0
     except Exception as exc:
-        print(f"loopwatch tail: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from streams.kafka_io import describe_failure
+
+        print(f"loopwatch tail: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
         return 1

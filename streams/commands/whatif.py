@@ -21,6 +21,7 @@ import orjson
 from streams.audit import TopicRecord
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.whatif import (
     IndexedEvent,
     SweepError,
@@ -56,6 +57,7 @@ def register(sub: Any) -> None:
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
     p.add_argument("--limit", type=int, default=20, help="changed runs listed in the table (default 20)")
     p.add_argument("--buckets", type=int, default=40, help="time buckets of the HTML timeline (default 40)")
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -104,9 +106,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         name = f"topic {args.topic}"
         try:
-            records = asyncio.run(read_topic(args.bootstrap, args.topic))
+            security = security_from_args(args)
+        except KafkaSecurityError as exc:
+            return _error(str(exc))
+        try:
+            records = asyncio.run(read_topic(args.bootstrap, args.topic, security=security))
         except (OSError, TimeoutError, RuntimeError) as exc:
-            return _error(f"cannot read topic {args.topic}: {exc}")
+            return _error(f"cannot read topic {args.topic}: {security.redact(str(exc))}")
         events, bad = read_records(records, args.topic)
     if bad and not args.skip_invalid:
         return 2
@@ -172,7 +178,9 @@ def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[Index
     return events, bad
 
 
-async def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[TopicRecord]:
+async def read_topic(
+    bootstrap: str, topic: str, *, timeout: float = 30.0, security: KafkaSecurity | None = None
+) -> list[TopicRecord]:
     """Every record of ``topic`` up to its end offsets when called, partitions merged by record timestamp.
 
     The merge keeps each partition in offset order (all events of a run share a partition), so decisions do
@@ -181,5 +189,5 @@ async def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> li
     """
     from streams.audit import read_partitions
 
-    read = await read_partitions(bootstrap, topic, timeout=timeout)
+    read = await read_partitions(bootstrap, topic, timeout=timeout, security=security)
     return list(heapq.merge(*read.records.values(), key=lambda r: (r.timestamp, r.partition)))
