@@ -24,11 +24,13 @@ from schemas.events import (
     ToolResultEvent,
     ts_to_epoch_ms,
 )
+from schemas.fleet_alert import CURRENT_FLEET_ALERT_VERSION, FleetAlert, SampleRun, StormKind, fleet_alert_id
 from schemas.verdict import CURRENT_VERDICT_VERSION, DecisionName, DetectorId, SourceRef, Verdict, verdict_id
 
 __all__ = [
     "CRITICAL_BEFORE_GLOBAL",
     "CURRENT_EVENT_VERSION",
+    "CURRENT_FLEET_ALERT_VERSION",
     "CURRENT_VERDICT_VERSION",
     "EVENT_ADAPTER",
     "EVENT_MODELS",
@@ -40,12 +42,16 @@ __all__ = [
     "DetectorsConfig",
     "Event",
     "EventBase",
+    "FleetAlert",
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
+    "SampleRun",
     "SourceRef",
+    "StormKind",
     "ToolCallEvent",
     "ToolResultEvent",
     "Verdict",
+    "fleet_alert_id",
     "schema_errors",
     "ts_to_epoch_ms",
     "verdict_id",

@@ -16,6 +16,7 @@ from typing import Any
 
 from schemas.config import LoopDetectionConfig
 from schemas.events import EVENT_ADAPTER
+from schemas.fleet_alert import FleetAlert
 from schemas.verdict import Verdict
 
 JSON_DIR = Path(__file__).resolve().parent / "json"
@@ -41,9 +42,16 @@ def _config_schema() -> dict[str, Any]:
     return schema
 
 
+def _fleet_alert_schema() -> dict[str, Any]:
+    schema = FleetAlert.model_json_schema()
+    schema["title"] = "loopwatch fleet alert"
+    return schema
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "event.schema.json": _event_schema,
     "verdict.schema.json": _verdict_schema,
+    "fleet-alert.schema.json": _fleet_alert_schema,
     "loop-detection-config.schema.json": _config_schema,
 }
 

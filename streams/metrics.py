@@ -17,6 +17,7 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.process_collector import ProcessCollector
 
 from schemas import EVENT_TYPES, DecisionName, DetectorId
+from schemas.fleet_alert import StormKind
 from streams.decode import INVALID_REASONS
 
 #: Dead-letter reasons the worker adds to the decoder's.
@@ -79,6 +80,20 @@ class WorkerMetrics:
             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
             registry=r,
         )
+        self.fleet_alerts = Counter(
+            "loopwatch_fleet_alerts",
+            "Fleet-level loop storms published to loopwatch.fleet-alerts (one per storm key and window)",
+            ["kind", "detector"],
+            registry=r,
+        )
+        self.storm_skipped = Counter(
+            "loopwatch_storm_skipped_records",
+            "Records on the verdicts or storm-signal topics the storm counter could not read",
+            registry=r,
+        )
+        for kind in get_args(StormKind):
+            for detector in get_args(DetectorId):
+                self.fleet_alerts.labels(kind=kind, detector=detector)
         self.events_by_type = {name: self.events.labels(type=name) for name in EVENT_TYPES}
         self.invalid_by_reason = {
             name: self.invalid.labels(reason=name) for name in (*INVALID_REASONS, *EXTRA_INVALID_REASONS)

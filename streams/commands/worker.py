@@ -13,6 +13,8 @@ import sys
 from typing import Any
 
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.storms import DEFAULT_AGENT_RUNS, DEFAULT_SIGNATURE_RUNS, DEFAULT_WINDOW_SECONDS, StormConfig
 from streams.worker.settings import (
     DEAD_LETTER_TOPIC,
     DEFAULT_BOOTSTRAP,
@@ -23,6 +25,8 @@ from streams.worker.settings import (
     DEFAULT_STATE_TTL,
     DEFAULT_WEB_PORT,
     EVENTS_TOPIC,
+    FLEET_ALERTS_TOPIC,
+    STORM_TABLE_NAME,
     VERDICTS_TOPIC,
     SettingsError,
     WorkerSettings,
@@ -56,6 +60,13 @@ def register(subparsers: Any) -> None:
             False,
             900_000,
         )
+    try:
+        storm_window = env_float(env, "LOOPWATCH_STORM_WINDOW", DEFAULT_WINDOW_SECONDS)
+        storm_runs = env_int(env, "LOOPWATCH_STORM_RUNS", DEFAULT_SIGNATURE_RUNS)
+        storm_agent_runs = env_int(env, "LOOPWATCH_STORM_AGENT_RUNS", DEFAULT_AGENT_RUNS)
+    except SettingsError as exc:
+        print(f"warning: {exc}; using the built-in storm defaults", file=sys.stderr)
+        storm_window, storm_runs, storm_agent_runs = DEFAULT_WINDOW_SECONDS, DEFAULT_SIGNATURE_RUNS, DEFAULT_AGENT_RUNS
     p = subparsers.add_parser(
         "worker",
         help="run a streaming detection worker (Faust)",
@@ -145,6 +156,31 @@ def register(subparsers: Any) -> None:
         help="dead-letter topic (LOOPWATCH_DEAD_LETTER_TOPIC)",
     )
     p.add_argument(
+        "--fleet-alerts-topic",
+        default=env_default(env, "LOOPWATCH_FLEET_ALERTS_TOPIC", FLEET_ALERTS_TOPIC),
+        help="fleet storm alerts topic (LOOPWATCH_FLEET_ALERTS_TOPIC)",
+    )
+    p.add_argument(
+        "--storm-window",
+        type=float,
+        default=storm_window,
+        help="fleet storms: tumbling window length in whole seconds (LOOPWATCH_STORM_WINDOW)",
+    )
+    p.add_argument(
+        "--storm-runs",
+        type=int,
+        default=storm_runs,
+        help="fleet storms: distinct runs with the same (tool, detector, outcome hash) in one window that raise "
+        "an alert, 0 = off (LOOPWATCH_STORM_RUNS)",
+    )
+    p.add_argument(
+        "--storm-agent-runs",
+        type=int,
+        default=storm_agent_runs,
+        help="fleet storms: distinct runs of one agent with verdicts of one detector in one window that raise an "
+        "alert, 0 = off (LOOPWATCH_STORM_AGENT_RUNS)",
+    )
+    p.add_argument(
         "--sweep-interval",
         type=float,
         default=None,
@@ -170,6 +206,7 @@ def register(subparsers: Any) -> None:
         default=dead_letter_max,
         help="most bytes of a rejected record kept on the dead-letter topic (LOOPWATCH_DEAD_LETTER_MAX_ORIGINAL)",
     )
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -199,9 +236,21 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
         events_topic=args.events_topic,
         verdicts_topic=args.verdicts_topic,
         dead_letter_topic=args.dead_letter_topic,
+        fleet_alerts_topic=args.fleet_alerts_topic,
+        storms=storm_config_from_args(args),
         dead_letter_original=args.dead_letter_original,
         dead_letter_max_original=args.dead_letter_max_original,
+        security=kafka_security_from_args(args),
     )
+
+
+def storm_config_from_args(args: argparse.Namespace) -> StormConfig:
+    try:
+        return StormConfig(
+            window_seconds=args.storm_window, signature_runs=args.storm_runs, agent_runs=args.storm_agent_runs
+        )
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> str | None:
@@ -215,8 +264,13 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> str | No
     from streams.broker import create_topics
     from streams.kafka_io import partition_counts
 
-    existing = asyncio.run(partition_counts(settings.bootstrap))
-    strict = {settings.events_topic, settings.changelog_topic}
+    existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
+    strict = {
+        settings.events_topic,
+        settings.changelog_topic,
+        settings.storm_signals_topic,
+        f"{settings.group}-{STORM_TABLE_NAME}-changelog",
+    }
     for name, want in topics.items():
         have = existing.get(name)
         if have is None or have == want:
@@ -229,7 +283,7 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> str | No
         print(f"loopwatch worker: warning: topic {name!r} has {have} partitions, not {want}", file=sys.stderr)
     missing = {name: n for name, n in topics.items() if name not in existing}
     if missing:
-        create_topics(settings.bootstrap, missing)
+        create_topics(settings.bootstrap, missing, security=settings.security)
     return None
 
 
@@ -259,7 +313,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        print(f"loopwatch worker: cannot create topics on {settings.bootstrap}: {exc}", file=sys.stderr)
+        from streams.kafka_io import describe_failure
+
+        message = describe_failure(exc, settings.bootstrap, settings.security)
+        print(f"loopwatch worker: cannot create topics on {settings.bootstrap}: {message}", file=sys.stderr)
         return 1
     if problem:
         print(f"loopwatch worker: {problem}", file=sys.stderr)
@@ -273,9 +330,25 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"loopwatch worker: group {settings.group}, {settings.partitions} partitions, "
         f"store {settings.store}, "
+        f"storms {_storms_summary(settings.storms)}, "
         f"config {settings.config_path or '(defaults)'} hash {config.config_hash}, "
-        f"metrics {settings.metrics_host}:{settings.metrics_port or '-'}",
+        f"metrics {settings.metrics_host}:{settings.metrics_port or '-'}, "
+        f"kafka {settings.security.describe()}",
         file=sys.stderr,
         flush=True,
     )
     return worker.run()
+
+
+def _storms_summary(storms: StormConfig) -> str:
+    if not storms.enabled:
+        return "off"
+    return f"{storms.signature_runs}/{storms.agent_runs} runs per {storms.window_seconds:.0f}s"
+
+
+def kafka_security_from_args(args: argparse.Namespace) -> KafkaSecurity:
+    """TLS/SASL settings (flags > LOOPWATCH_KAFKA_* > --kafka-config file); errors become SettingsError."""
+    try:
+        return security_from_args(args)
+    except KafkaSecurityError as exc:
+        raise SettingsError(str(exc)) from None

@@ -46,6 +46,7 @@ from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import TABLE_NAME, WorkerSettings
+from streams.worker.storms import StormWatch
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class LoopwatchWorker:
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
-            **faust_settings_for(settings.bootstrap, embedded=settings.embedded),
+            **faust_settings_for(settings.bootstrap, embedded=settings.embedded, security=settings.security),
             store="rocksdb://" if settings.store == "rocksdb" else "memory://",
             datadir=settings.data_dir,
             topic_partitions=settings.partitions,
@@ -135,6 +136,7 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
+        self.storms = StormWatch(app, settings, metrics)
 
     # --- topics ------------------------------------------------------------------------------------------
 
@@ -147,6 +149,7 @@ class LoopwatchWorker:
                 self.settings.events_topic: n,
                 self.settings.verdicts_topic: n,
                 self.settings.dead_letter_topic: n,
+                **self.storms.topics,
             },
         )
         if topics.get(self.changelog_topic) != n:

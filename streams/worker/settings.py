@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from streams.kafka_security import PLAINTEXT, KafkaSecurity
+from streams.storms import StormConfig
 
 EVENTS_TOPIC: Final = "loopwatch.events"
 VERDICTS_TOPIC: Final = "loopwatch.verdicts"
 DEAD_LETTER_TOPIC: Final = "loopwatch.dead-letter"
+FLEET_ALERTS_TOPIC: Final = "loopwatch.fleet-alerts"
+STORM_TABLE_NAME: Final = "storms"  # windowed; changelog topic: "<group>-storms-changelog"
 TABLE_NAME: Final = "runs"  # changelog topic: "<group>-runs-changelog"
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
@@ -55,8 +60,11 @@ class WorkerSettings:
     events_topic: str = EVENTS_TOPIC
     verdicts_topic: str = VERDICTS_TOPIC
     dead_letter_topic: str = DEAD_LETTER_TOPIC
+    fleet_alerts_topic: str = FLEET_ALERTS_TOPIC
+    storms: StormConfig = field(default_factory=StormConfig)
     dead_letter_original: Literal["full", "digest"] = "full"
     dead_letter_max_original: int = 900_000
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka_security)
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -84,6 +92,11 @@ class WorkerSettings:
     @property
     def changelog_topic(self) -> str:
         return f"{self.group}-{TABLE_NAME}-changelog"
+
+    @property
+    def storm_signals_topic(self) -> str:
+        """Verdicts re-keyed by storm key, so each key's windows live in one partition."""
+        return f"{self.group}-storm-signals"
 
     @property
     def effective_sweep_interval(self) -> float:

@@ -50,6 +50,7 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # rules and the dashboard may only use these values.
 KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
     "type": frozenset({"tool_call", "tool_result", "compaction_retry"}),
+    "kind": frozenset({"signature", "agent"}),
     "decision": frozenset({"warning", "block", "abort"}),
     "detector": frozenset(
         {
@@ -81,6 +82,7 @@ LABELLED_COUNTERS: dict[str, tuple[str, ...]] = {
     "loopwatch_events_total": ("type",),
     "loopwatch_verdicts_total": ("decision", "detector"),
     "loopwatch_invalid_events_total": ("reason",),
+    "loopwatch_fleet_alerts_total": ("kind", "detector"),
 }
 
 _PROMQL_KEYWORDS = frozenset(

@@ -95,7 +95,7 @@ def _worker_like_registry(*, skip: str = "", initialise: bool = True) -> Collect
         "loopwatch_invalid_events": ("reason",),
         "loopwatch_duplicate_events": (),
         "loopwatch_redelivered_events": (),
-        "loopwatch_fleet_alerts": ("detector",),
+        "loopwatch_fleet_alerts": ("kind", "detector"),
     }
     for name, labels in counters.items():
         if f"{name}_total" == skip:
@@ -122,6 +122,14 @@ def test_assert_all_exported_accepts_a_complete_worker(render: object) -> None:
     text = render(_worker_like_registry()).decode()
     assert_all_exported(text, listed_metric_names())
     assert_all_exported(text, referenced_metric_names())  # up is Prometheus' own; _bucket via the histogram
+    assert_labels_initialised(text)
+
+
+def test_the_real_worker_registry_exports_everything_deploy_uses() -> None:
+    from streams.metrics import WorkerMetrics
+
+    text = generate_latest(WorkerMetrics(process=False).registry).decode()
+    assert_all_exported(text, listed_metric_names())
     assert_labels_initialised(text)
 
 

@@ -14,7 +14,11 @@ from streams.detection.outcome import hash_outcome
 from tests.detection.support import call, compaction, load_scenarios, resolve, scenario_event
 
 SMALL = LoopConfig(
-    enabled=True, warning_threshold=2, critical_threshold=4, global_circuit_breaker_threshold=6, unknown_tool_threshold=3
+    enabled=True,
+    warning_threshold=2,
+    critical_threshold=4,
+    global_circuit_breaker_threshold=6,
+    unknown_tool_threshold=3,
 )
 
 

@@ -16,7 +16,12 @@ def test_committed_schemas_match_models() -> None:
 def test_generation_is_deterministic_and_well_formed() -> None:
     first, second = render_all(), render_all()
     assert first == second
-    assert set(first) == {"event.schema.json", "verdict.schema.json", "loop-detection-config.schema.json"}
+    assert set(first) == {
+        "event.schema.json",
+        "verdict.schema.json",
+        "fleet-alert.schema.json",
+        "loop-detection-config.schema.json",
+    }
     for text in first.values():
         assert text.endswith("}\n") and not text.endswith("\n\n")
         assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -61,6 +61,10 @@ class Names:
         return f"{self.prefix}.dead-letter"
 
     @property
+    def fleet_alerts(self) -> str:
+        return f"{self.prefix}.fleet-alerts"
+
+    @property
     def group(self) -> str:
         return f"{self.prefix}-lw"
 
@@ -98,7 +102,7 @@ class WorkerProcess:
             "--bootstrap", bootstrap, "--embedded",
             "--group", names.group, "--partitions", str(names.partitions),
             "--events-topic", names.events, "--verdicts-topic", names.verdicts,
-            "--dead-letter-topic", names.dead_letter,
+            "--dead-letter-topic", names.dead_letter, "--fleet-alerts-topic", names.fleet_alerts,
             "--store", store, "--data-dir", str(self.data_dir),
             "--metrics-port", str(self.metrics_port), "--web-port", str(free_port()),
             "--sweep-interval", "0.5", "--log-level", "info",

@@ -1,0 +1,149 @@
+"""Fleet-level loop storms, the Faust part: two agents and a tumbling windowed table.
+
+1. *route* reads ``loopwatch.verdicts`` (keyed by run) and re-publishes each verdict as storm signals keyed
+   by storm key on ``<group>-storm-signals``, so all runs of one key meet in one partition;
+2. *count* reads the signals and counts them into the ``storms`` table, tumbling windows of the configured
+   length with expiry; the first signal that brings a key to its threshold of distinct runs in a window
+   publishes a record on ``loopwatch.fleet-alerts`` and counts ``loopwatch_fleet_alerts_total{kind,detector}``.
+
+Both are at least once: a send inside an agent is attached to the source record and published before its
+offset is committed. A re-counted signal does not count its run twice (the tally keeps runs, not verdicts) and
+a re-published alert keeps its ``alert_id``. Windows follow the verdict's event time (see
+:func:`streams.storms.event_seconds`). What is counted and when it fires is :mod:`streams.storms`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import faust
+from pydantic import ValidationError
+
+from schemas import Verdict
+from streams.metrics import WorkerMetrics
+from streams.storms import Signal, StormConfig, alert_of, observe, signals_of
+from streams.worker.settings import STORM_TABLE_NAME, WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+class StormWatch:
+    """Registers the storm agents and table on ``app``; nothing runs when both thresholds are 0."""
+
+    def __init__(self, app: faust.App, settings: WorkerSettings, metrics: WorkerMetrics) -> None:
+        self.config: StormConfig = settings.storms
+        self.metrics = metrics
+        self._ts = 0.0  # event time of the signal being counted (the window clock)
+        n = settings.partitions
+        window = self.config.window_seconds
+        self.signals_topic = app.topic(
+            settings.storm_signals_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=n,
+        )
+        self.alerts_topic = app.topic(
+            settings.fleet_alerts_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=n,
+        )
+        verdicts_topic = app.topic(
+            settings.verdicts_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=n,
+        )
+        table = app.Table(
+            STORM_TABLE_NAME,
+            default=dict,  # an empty tally
+            partitions=n,
+            help="Fleet storm tallies per storm key and tumbling window",
+        )
+        windowed: Any = table.tumbling(window, expires=2 * window)  # the wrapper's type stub lacks relative_to
+        self.table = windowed.relative_to(self._window_clock)
+        self.topics: dict[str, int] = {settings.storm_signals_topic: n, settings.fleet_alerts_topic: n}
+        if self.config.enabled:
+            app.agent(verdicts_topic, name="loopwatch.storm-route")(self._make_route())
+            app.agent(self.signals_topic, name="loopwatch.storm-count")(self._make_count())
+
+    def _window_clock(self, event: Any = None) -> float:
+        return self._ts
+
+    # --- route: verdicts -> signals ----------------------------------------------------------------------
+
+    def _make_route(self) -> Callable[[Any], Any]:
+        async def route(stream: Any) -> None:
+            async for event in stream.events():
+                for signal in self._signals(event):
+                    await self.signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
+
+        return route
+
+    def _signals(self, event: Any) -> list[Signal]:
+        message = event.message
+        try:
+            verdict = Verdict.model_validate_json(message.value)
+        except (ValidationError, ValueError, TypeError):
+            self._skip("verdict", message)
+            return []
+        record_seconds = message.timestamp if message.timestamp else 0.0
+        return signals_of(verdict, float(record_seconds), self.config)
+
+    # --- count: signals -> windows -> alerts -------------------------------------------------------------
+
+    def _make_count(self) -> Callable[[Any], Any]:
+        async def count(stream: Any) -> None:
+            async for event in stream.events():
+                message = event.message
+                try:
+                    signal = Signal.from_bytes(message.value)
+                except (ValueError, TypeError, KeyError):
+                    self._skip("storm signal", message)
+                    continue
+                try:
+                    await self._count(signal)
+                except Exception:  # one bad record must not restart the agent over and over
+                    log.exception("storm counter failed on %s[%s]@%s", message.topic, message.partition, message.offset)
+                    self.metrics.storm_skipped.inc()
+
+        return count
+
+    async def _count(self, signal: Signal) -> None:
+        threshold = self.config.threshold(signal.kind)
+        if threshold <= 0:
+            return
+        self._ts = signal.ts
+        windows = self.table[signal.key]
+        tally, fired = observe(windows.value(), signal, threshold)
+        if fired:
+            alert = alert_of(signal, tally, threshold, self.config.window_seconds)
+            await self.alerts_topic.send(key=signal.key.encode(), value=alert.model_dump_json().encode())
+            self.metrics.fleet_alerts.labels(kind=alert.kind, detector=alert.detector).inc()
+            log.warning(
+                "fleet storm: %s %s in %d runs within %.0fs (alert %s)",
+                alert.kind,
+                alert.key,
+                alert.distinct_runs,
+                alert.window_seconds,
+                alert.alert_id,
+            )
+        self.table[signal.key] = tally
+
+    def _skip(self, what: str, message: Any) -> None:
+        self.metrics.storm_skipped.inc()
+        log.warning(
+            "storm counter skipped an unreadable %s record at %s[%s]@%s",
+            what,
+            message.topic,
+            message.partition,
+            message.offset,
+        )

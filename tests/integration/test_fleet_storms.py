@@ -1,0 +1,146 @@
+"""Fleet storms on a real broker and a real worker: N runs looping the same way raise one alert, N-1 none.
+
+The worker runs with ``--storm-runs 3 --storm-agent-runs 4``. Two runs (on different gateways) loop on the
+same call with the same result: verdicts, storm signals, no alert. A third run with the same loop makes exactly
+one signature alert naming 3 distinct runs. A fourth run of the same agent loops on a *different* call: the
+agent storm fires (4 runs of that agent with generic_repeat verdicts) but no second signature alert (that loop
+is in one run only). The metrics count both, by kind and detector.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from schemas.fleet_alert import FleetAlert
+from tests.worker.harness import (
+    Names,
+    WorkerProcess,
+    bootstrap_of,
+    keyed,
+    metric,
+    new_names,
+    produce,
+    read_topic,
+    wait_for,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+
+WINDOW = 3600
+CONFIG = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}}}
+
+
+def window_middle_ms() -> int:
+    """An event time in the middle of the current window: all runs land in one window, whenever this runs."""
+    now = time.time()
+    return int((now - now % WINDOW + WINDOW / 2) * 1000)
+
+
+def looping_run(run: int, *, command: str, result: str, ts: int) -> list[dict[str, Any]]:
+    """4 identical exec calls with identical results: one generic_repeat warning (threshold 3)."""
+    events: list[dict[str, Any]] = []
+    for i in range(4):
+        base = {
+            "gateway_id": f"gw-{run}",
+            "agent_id": "storm-agent",
+            "session_id": f"sess-{run}",
+            "run_id": f"run-{run}",
+            "ts": ts + i,
+            "tool": "exec",
+            "call_id": f"r{run}c{i}",
+        }
+        events.append({**base, "type": "tool_call", "event_id": f"r{run}-call-{i}", "args": {"command": command}})
+        events.append(
+            {
+                **base,
+                "type": "tool_result",
+                "event_id": f"r{run}-result-{i}",
+                "args": {"command": command},
+                "result": {"content": [{"type": "text", "text": result}]},
+            }
+        )
+    return events
+
+
+def alerts(bootstrap: str, names: Names) -> list[FleetAlert]:
+    records = read_topic(bootstrap, names.fleet_alerts, names.partitions, settle=0.5)
+    return [FleetAlert.model_validate_json(r.value) for r in records if r.value is not None]
+
+
+def verdict_count(bootstrap: str, names: Names) -> int:
+    return len(read_topic(bootstrap, names.verdicts, names.partitions, settle=0.3))
+
+
+@pytest.fixture(scope="module")
+def storm_worker(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Names, WorkerProcess]]:
+    bootstrap = bootstrap_of(broker)
+    workdir: Path = tmp_path_factory.mktemp("storms")
+    names = new_names("storm")
+    config = write_config(workdir, CONFIG)
+    extra = ["--storm-runs", "3", "--storm-agent-runs", "4", "--storm-window", str(WINDOW)]
+    worker = WorkerProcess(bootstrap, names, workdir, config=config, extra=extra).start()
+    try:
+        worker.wait_ready()
+        yield bootstrap, names, worker
+    finally:
+        worker.stop()
+
+
+def test_a_storm_fires_for_n_runs_and_not_for_n_minus_one(storm_worker: tuple[str, Names, WorkerProcess]) -> None:
+    bootstrap, names, worker = storm_worker
+    ts = window_middle_ms()
+    same = {"command": "npm test", "result": "Error: registry unreachable"}
+
+    # N-1 = 2 runs: verdicts and their storm signals arrive, no alert.
+    produce(bootstrap, names.events, keyed([*looping_run(1, **same, ts=ts), *looping_run(2, **same, ts=ts)]))
+    wait_for(lambda: verdict_count(bootstrap, names) >= 2, 60, "two verdicts")
+    signals = f"{names.group}-storm-signals"
+    wait_for(lambda: len(read_topic(bootstrap, signals, names.partitions, settle=0.3)) >= 4, 60, "storm signals")
+    time.sleep(3)  # the counting agent has had every chance to (wrongly) fire
+    assert alerts(bootstrap, names) == []
+    assert metric(worker.metrics(), "loopwatch_fleet_alerts_total") == 0
+
+    # The N-th run with the same loop: exactly one signature alert, naming the three runs.
+    produce(bootstrap, names.events, keyed(looping_run(3, **same, ts=ts)))
+    found = wait_for(lambda: alerts(bootstrap, names) or None, 60, "a fleet alert")
+    assert len(found) == 1
+    alert = found[0]
+    assert alert.kind == "signature" and alert.detector == "generic_repeat" and alert.tool == "exec"
+    assert alert.distinct_runs == 3 and alert.threshold == 3
+    assert alert.outcome_hash is not None
+    assert sorted(s.run_id or "" for s in alert.sample_runs) == ["run-1", "run-2", "run-3"]
+    assert sorted(alert.gateways) == ["gw-1", "gw-2", "gw-3"] and alert.agents == ["storm-agent"]
+    assert alert.window_seconds == WINDOW
+    verdicts = [orjson.loads(r.value or b"{}") for r in read_topic(bootstrap, names.verdicts, names.partitions)]
+    assert {v["outcome_hash"] for v in verdicts} == {alert.outcome_hash}
+
+    # A 4th run of the same agent, a different loop: the agent storm fires, the signature one does not again.
+    produce(bootstrap, names.events, keyed(looping_run(4, command="ls /tmp", result="nothing", ts=ts)))
+
+    def both() -> list[FleetAlert] | None:
+        got = alerts(bootstrap, names)
+        return got if len(got) >= 2 else None
+
+    found = wait_for(both, 60, "the agent storm alert")
+    time.sleep(2)
+    found = alerts(bootstrap, names)
+    by_kind = {a.kind: a for a in found}
+    assert len(found) == 2 and set(by_kind) == {"signature", "agent"}
+    agent = by_kind["agent"]
+    assert agent.agent_id == "storm-agent" and agent.detector == "generic_repeat"
+    assert agent.distinct_runs == 4 and agent.tool is None and agent.outcome_hash is None
+    assert len({a.alert_id for a in found}) == 2
+
+    m = worker.metrics()
+    assert metric(m, "loopwatch_fleet_alerts_total", kind="signature", detector="generic_repeat") == 1
+    assert metric(m, "loopwatch_fleet_alerts_total", kind="agent", detector="generic_repeat") == 1
+    assert metric(m, "loopwatch_fleet_alerts_total") == 2
+    assert metric(m, "loopwatch_storm_skipped_records_total") == 0
+    worker.assert_no_errors()
