@@ -4,7 +4,9 @@
 (``--from``/``--to``: ``N`` for every partition, ``P:N,P:N`` per partition, or an RFC 3339 time resolved with
 ``offsets_for_times`` -- record timestamps, which on the embedded broker are the broker's write time) per
 partition in offset order, exactly as the worker does; ``--compare-verdicts`` diffs the result against the
-verdicts topic; ``--run RUN_ID`` explains one run. See :mod:`streams.audit`.
+verdicts topic; ``--run RUN_ID`` explains one run. See :mod:`streams.audit`. ``--with-state`` starts each run
+from the worker's stored state (its run table's changelog) instead of empty, so a range that starts in the middle
+of runs agrees with the worker; see :mod:`streams.audit_state`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import IO, Any
 
 import orjson
 
-from streams import audit
+from streams import audit, audit_state
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
 from streams.detection import RunState
+from streams.kafka_security import KafkaSecurityError, add_security_arguments, security_from_args
 from streams.runner import step, to_verdict
 
 
@@ -43,6 +46,8 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
     p.add_argument("--all", action="store_true", help="also print decisions that are not published")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
+    audit_state.add_arguments(p)
+    add_security_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -56,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_warning(w), file=sys.stderr)
     if args.topic is not None:
         return run_topic(args, config)
-    if args.compare_verdicts or args.start is not None or args.end is not None:
-        print("error: --from, --to and --compare-verdicts need --topic", file=sys.stderr)
+    if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
+        print("error: --from, --to, --compare-verdicts and --with-state need --topic", file=sys.stderr)
         return 2
     try:
         source = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
@@ -162,15 +167,21 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
     if not args.bootstrap:
         return _error("--topic needs --bootstrap HOST:PORT")
+    if args.with_state and args.run is not None:
+        return _error("--with-state does not apply to --run (an explanation starts the run from empty)")
     try:
         start = audit.parse_bound(args.start) if args.start is not None else None
         end = audit.parse_bound(args.end) if args.end is not None else None
     except audit.RangeError as exc:
         return _error(f"--from/--to: {exc}")
     try:
-        read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end))
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        return _error(str(exc))
+    try:
+        read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end, security=security))
     except (OSError, TimeoutError, RuntimeError) as exc:
-        return _error(f"cannot read topic {args.topic}: {exc}")
+        return _error(f"cannot read topic {args.topic}: {security.redact(str(exc))}")
     events, bad = audit.decode_records(read.records)
     for b in bad:
         print(b.describe(args.topic), file=sys.stderr)
@@ -178,19 +189,46 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         flat = [pe for partition in sorted(events) for pe in events[partition]]
         status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
         return 2 if bad and args.strict else status
-    replayed = audit.replay_partitions(events, config, args.topic, include_all=args.all)
+    stateful: audit_state.StatefulReplay | None = None
+    if args.with_state:
+        state_topic = args.state_topic or audit_state.changelog_topic(args.group)
+        try:
+            stateful = asyncio.run(
+                audit_state.replay_with_state(
+                    args.bootstrap,
+                    state_topic,
+                    args.topic,
+                    read,
+                    events,
+                    config,
+                    include_all=args.all,
+                    security=security,
+                )
+            )
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            return _error(security.redact(str(exc)))
+        for note in stateful.notes:
+            print(note, file=sys.stderr)
+        print(stateful.summary(), file=sys.stderr)
+        replayed = stateful.records
+    else:
+        replayed = audit.replay_partitions(events, config, args.topic, include_all=args.all)
     if args.compare_verdicts:
         try:
-            verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic))
+            verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
         except (OSError, TimeoutError, RuntimeError) as exc:
             return _error(f"cannot read topic {args.verdicts_topic}: {exc}")
         recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
         for note in notes:
             print(note, file=sys.stderr)
         in_range = [v for v in recorded if audit.in_range(v, args.topic, read.ranges)]
+        if stateful is not None:  # events a newer stored state already covers were not replayed
+            in_range = [v for v in in_range if stateful.replayed_in_range(v)]
         comparison = audit.compare_verdicts(replayed, in_range)
         if args.json:
-            doc = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
+            doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
+            if stateful is not None:
+                doc["state"] = stateful.to_json()
             sys.stdout.write(orjson.dumps({**doc, **comparison.to_json()}).decode() + "\n")
         else:
             sys.stdout.write(comparison.summary() + "\n")
