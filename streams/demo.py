@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         tail_args = argparse.Namespace(
             bootstrap=bootstrap,
-            topic="loopwatch.verdicts",
+            topic=["loopwatch.verdicts", "loopwatch.fleet-alerts"],
             json=False,
             gateway=None,
             agent=None,

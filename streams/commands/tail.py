@@ -24,7 +24,7 @@ from streams.kafka_security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.worker.settings import DEFAULT_BOOTSTRAP, VERDICTS_TOPIC, env_default, environ
+from streams.worker.settings import DEFAULT_BOOTSTRAP, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC, env_default, environ
 
 
 def register(subparsers: Any) -> None:
@@ -35,7 +35,12 @@ def register(subparsers: Any) -> None:
         default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
         help="Kafka bootstrap servers (LOOPWATCH_BOOTSTRAP)",
     )
-    p.add_argument("--topic", default=VERDICTS_TOPIC, help="verdicts topic")
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=None,
+        help=f"topic to follow, repeatable (default {VERDICTS_TOPIC}; fleet alerts: {FLEET_ALERTS_TOPIC})",
+    )
     p.add_argument("--json", action="store_true", help="print each verdict record as one JSON line")
     p.add_argument("--gateway", help="only verdicts of this gateway_id")
     p.add_argument("--agent", help="only verdicts of this agent_id")
@@ -66,8 +71,33 @@ def _when(ts: Any) -> str:
     return str(ts) if ts else "-"
 
 
+def topics_of(args: argparse.Namespace) -> list[str]:
+    """The followed topics: ``--topic`` may be repeated (a plain string is accepted too)."""
+    topic = args.topic
+    if not topic:
+        return [VERDICTS_TOPIC]
+    return [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
+
+
+def storm_line(alert: dict[str, Any]) -> str:
+    """One line per fleet alert: window, kind, detector, what storms, how many runs, where."""
+    what = (
+        f"agent={alert.get('agent_id')}"
+        if alert.get("kind") == "agent"
+        else (f"tool={alert.get('tool')} outcome={str(alert.get('outcome_hash') or '-')[:12]}")
+    )
+    gateways = ",".join(str(g) for g in alert.get("gateways") or [])
+    return (
+        f"{alert.get('window_start')} FLEET-STORM {alert.get('kind')} {alert.get('detector')} {what} "
+        f"runs={alert.get('distinct_runs')}/{alert.get('threshold')} verdicts={alert.get('verdicts')} "
+        f"gateways={gateways or '-'} window={alert.get('window_seconds')}s alert={alert.get('alert_id')}"
+    )
+
+
 def human_line(verdict: dict[str, Any]) -> str:
     """One line: time, decision, detector, count/threshold, who, tool, and the message."""
+    if "alert_id" in verdict:
+        return storm_line(verdict)
     run = verdict.get("run_id") or "-"
     message = " ".join(str(verdict.get("message", "")).split())
     paired = f"<->{verdict['paired_tool']}" if verdict.get("paired_tool") else ""
@@ -87,10 +117,12 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
 
     deadline = time.monotonic() + args.timeout if args.timeout is not None else None
     counts = await partition_counts(args.bootstrap, security=security)
-    if args.topic not in counts:
-        print(f"loopwatch tail: topic {args.topic} does not exist (no worker has started yet?)", file=sys.stderr)
-        return 1
-    tps = [TopicPartition(args.topic, p) for p in range(counts[args.topic])]
+    topics = topics_of(args)
+    for topic in topics:
+        if topic not in counts:
+            print(f"loopwatch tail: topic {topic} does not exist (no worker has started yet?)", file=sys.stderr)
+            return 1
+    tps = [TopicPartition(topic, p) for topic in topics for p in range(counts[topic])]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=args.bootstrap,
         enable_auto_commit=False,

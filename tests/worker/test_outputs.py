@@ -13,7 +13,7 @@ from prometheus_client.exposition import generate_latest
 from schemas import EVENT_TYPES
 from streams.cli import build_parser
 from streams.commands.publish import prepare
-from streams.commands.tail import human_line, matches
+from streams.commands.tail import human_line, matches, topics_of
 from streams.decode import INVALID_REASONS
 from streams.kafka_io import scope_key_from_raw
 from streams.metrics import WorkerMetrics
@@ -203,6 +203,27 @@ def test_tail_human_line_is_one_line() -> None:
 def test_tail_human_line_shows_epoch_milliseconds_as_utc_time() -> None:
     line = human_line(verdict(event_ts=1_767_225_600_250))
     assert line.startswith("2026-01-01T00:00:00.250Z BLOCK")
+
+
+def test_tail_shows_fleet_alerts_on_one_line() -> None:
+    alert = {
+        "alert_id": "a" * 32, "kind": "signature", "detector": "generic_repeat", "tool": "exec",
+        "outcome_hash": "f" * 64, "distinct_runs": 5, "threshold": 5, "verdicts": 9, "gateways": ["gw-1", "gw-2"],
+        "window_start": "2026-11-29T23:15:00.000Z", "window_seconds": 300.0,
+    }  # fmt: skip
+    line = human_line(alert)
+    assert line.startswith("2026-11-29T23:15:00.000Z FLEET-STORM signature generic_repeat tool=exec outcome=ffffff")
+    assert "runs=5/5 verdicts=9 gateways=gw-1,gw-2" in line and line.endswith("alert=" + "a" * 32)
+    agent = human_line({**alert, "kind": "agent", "agent_id": "main", "tool": None})
+    assert "agent=main" in agent and "tool=" not in agent
+
+
+def test_tail_follows_one_or_several_topics() -> None:
+    assert topics_of(argparse.Namespace(topic=None)) == ["loopwatch.verdicts"]
+    assert topics_of(argparse.Namespace(topic="t")) == ["t"]
+    assert topics_of(argparse.Namespace(topic=["a", "b", "a"])) == ["a", "b"]
+    parsed = build_parser().parse_args(["tail", "--topic", "x", "--topic", "loopwatch.fleet-alerts"])
+    assert topics_of(parsed) == ["x", "loopwatch.fleet-alerts"]
 
 
 def test_tail_filters() -> None:
