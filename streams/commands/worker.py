@@ -22,10 +22,13 @@ from streams.worker.settings import (
     DEFAULT_GROUP,
     DEFAULT_METRICS_PORT,
     DEFAULT_PARTITIONS,
+    DEFAULT_ROCKSDB_BLOCK_CACHE_MB,
+    DEFAULT_ROCKSDB_WRITE_BUFFER_MB,
     DEFAULT_STATE_TTL,
     DEFAULT_WEB_PORT,
     EVENTS_TOPIC,
     FLEET_ALERTS_TOPIC,
+    ROCKSDB_WRITE_BUFFERS,
     STORM_TABLE_NAME,
     VERDICTS_TOPIC,
     SettingsError,
@@ -67,6 +70,12 @@ def register(subparsers: Any) -> None:
     except SettingsError as exc:
         print(f"warning: {exc}; using the built-in storm defaults", file=sys.stderr)
         storm_window, storm_runs, storm_agent_runs = DEFAULT_WINDOW_SECONDS, DEFAULT_SIGNATURE_RUNS, DEFAULT_AGENT_RUNS
+    try:
+        rocksdb_write_buffer = env_float(env, "LOOPWATCH_ROCKSDB_WRITE_BUFFER_MB", DEFAULT_ROCKSDB_WRITE_BUFFER_MB)
+        rocksdb_block_cache = env_float(env, "LOOPWATCH_ROCKSDB_BLOCK_CACHE_MB", DEFAULT_ROCKSDB_BLOCK_CACHE_MB)
+    except SettingsError as exc:
+        print(f"warning: {exc}; using the built-in RocksDB defaults", file=sys.stderr)
+        rocksdb_write_buffer, rocksdb_block_cache = DEFAULT_ROCKSDB_WRITE_BUFFER_MB, DEFAULT_ROCKSDB_BLOCK_CACHE_MB
     p = subparsers.add_parser(
         "worker",
         help="run a streaming detection worker (Faust)",
@@ -194,6 +203,19 @@ def register(subparsers: Any) -> None:
         help="under load, seconds to let a batch fill before processing it (bigger batches, less CPU)",
     )
     p.add_argument(
+        "--rocksdb-write-buffer-mb",
+        type=float,
+        default=rocksdb_write_buffer,
+        help=f"RocksDB memtable size per table partition, MiB ({ROCKSDB_WRITE_BUFFERS} of them at most; "
+        "LOOPWATCH_ROCKSDB_WRITE_BUFFER_MB)",
+    )
+    p.add_argument(
+        "--rocksdb-block-cache-mb",
+        type=float,
+        default=rocksdb_block_cache,
+        help="RocksDB block cache per table partition, MiB (LOOPWATCH_ROCKSDB_BLOCK_CACHE_MB)",
+    )
+    p.add_argument(
         "--dead-letter-original",
         choices=("full", "digest"),
         default=env_default(env, "LOOPWATCH_DEAD_LETTER_ORIGINAL", "full"),
@@ -240,6 +262,8 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
         storms=storm_config_from_args(args),
         dead_letter_original=args.dead_letter_original,
         dead_letter_max_original=args.dead_letter_max_original,
+        rocksdb_write_buffer_mb=args.rocksdb_write_buffer_mb,
+        rocksdb_block_cache_mb=args.rocksdb_block_cache_mb,
         security=kafka_security_from_args(args),
     )
 

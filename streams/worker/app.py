@@ -131,6 +131,7 @@ class LoopwatchWorker:
             key_type=bytes,
             value_type=bytes,
             partitions=settings.partitions,
+            options=settings.table_options(),
             help="Per-run loop-detection state (stored-run envelopes keyed by scope key)",
         )
         self.changelog_topic = settings.changelog_topic

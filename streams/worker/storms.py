@@ -66,6 +66,7 @@ class StormWatch:
             STORM_TABLE_NAME,
             default=dict,  # an empty tally
             partitions=n,
+            options=settings.table_options(),
             help="Fleet storm tallies per storm key and tumbling window",
         )
         windowed: Any = table.tumbling(window, expires=2 * window)  # the wrapper's type stub lacks relative_to
