@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit test-integration test-openclaw lint fmt schemas schemas-check run bench bench-plugin clean
+.PHONY: install test test-unit test-integration test-openclaw lint fmt schemas schemas-check run bench bench-plugin soak clean
 
 install: $(STAMP)
 
@@ -49,6 +49,11 @@ run: install
 
 bench: install
 	$(BIN)/python -m bench.core_bench
+
+# Soak (not part of `make test`): >= 10 min at half the measured max rate, >= 100,000 runs, short state TTL.
+soak: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[soak]'
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 bench-plugin:
 	deploy/openclaw-plugin/scripts/ensure-deps.sh && node bench/plugin_bench.mjs
