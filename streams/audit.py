@@ -182,15 +182,32 @@ def replay_partitions(
     for partition in sorted(events):
         states: dict[str, RunState] = {}
         for pe in events[partition]:
-            result = step(states.get, pe.event, config)
-            states[result.scope] = result.state
-            source = SourceRef(topic=topic, partition=partition, offset=pe.index)
-            for decision in result.decisions:
-                if not (decision.published or include_all):
-                    continue
-                verdict = to_verdict(pe.event, decision, config_hash=config.config_hash, source=source)
-                out.append({"index": pe.index, "published": decision.published, **verdict.model_dump(mode="json")})
+            out.extend(apply_positioned(states, pe, config, topic, partition, include_all=include_all))
     return out
+
+
+def apply_positioned(
+    states: dict[str, Any],
+    pe: PositionedEvent,
+    config: LoadedConfig,
+    topic: str,
+    partition: int,
+    *,
+    include_all: bool,
+) -> list[dict[str, Any]]:
+    """Apply one topic event to ``states`` (updated in place); its decisions as replay output records."""
+    result = step(states.get, pe.event, config)
+    states[result.scope] = result.state
+    source = SourceRef(topic=topic, partition=partition, offset=pe.index)
+    return [
+        {
+            "index": pe.index,
+            "published": decision.published,
+            **to_verdict(pe.event, decision, config_hash=config.config_hash, source=source).model_dump(mode="json"),
+        }
+        for decision in result.decisions
+        if decision.published or include_all
+    ]
 
 
 # --- comparison -------------------------------------------------------------------------------------------

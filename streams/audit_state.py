@@ -38,12 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from schemas import SourceRef
 from streams import audit
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
-from streams.runner import step, to_verdict
+from streams.runner import step
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
 from streams.worker.settings import DEFAULT_GROUP, TABLE_NAME, env_default
@@ -301,16 +300,7 @@ def replay_from_bases(
             if pe.index <= after.get(key, -1):
                 out.skipped.add((partition, pe.index))
                 continue
-            result = step(states.get, pe.event, config)
-            states[result.scope] = result.state
-            source = SourceRef(topic=topic, partition=partition, offset=pe.index)
-            for decision in result.decisions:
-                if not (decision.published or include_all):
-                    continue
-                verdict = to_verdict(pe.event, decision, config_hash=config.config_hash, source=source)
-                out.records.append(
-                    {"index": pe.index, "published": decision.published, **verdict.model_dump(mode="json")}
-                )
+            out.records.extend(audit.apply_positioned(states, pe, config, topic, partition, include_all=include_all))
     return out
 
 

@@ -47,6 +47,7 @@ from streams.worker.event_context import as_current_event
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import TABLE_NAME, WorkerSettings
 from streams.worker.storms import StormWatch
+from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
 
@@ -118,14 +119,7 @@ class LoopwatchWorker:
         if settings.embedded:
             shorten_fetch_wait(app)
         self.app = app
-        self.events_topic = app.topic(
-            settings.events_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=settings.partitions,
-        )
+        self.events_topic = raw_topic(app, settings.events_topic, settings.partitions)
         self.table = app.Table(
             TABLE_NAME,
             key_type=bytes,

@@ -25,6 +25,7 @@ from schemas import Verdict
 from streams.metrics import WorkerMetrics
 from streams.storms import Signal, StormConfig, alert_of, observe, signals_of
 from streams.worker.settings import STORM_TABLE_NAME, WorkerSettings
+from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
 
@@ -38,30 +39,9 @@ class StormWatch:
         self._ts = 0.0  # event time of the signal being counted (the window clock)
         n = settings.partitions
         window = self.config.window_seconds
-        self.signals_topic = app.topic(
-            settings.storm_signals_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=n,
-        )
-        self.alerts_topic = app.topic(
-            settings.fleet_alerts_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=n,
-        )
-        verdicts_topic = app.topic(
-            settings.verdicts_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=n,
-        )
+        self.signals_topic = raw_topic(app, settings.storm_signals_topic, n)
+        self.alerts_topic = raw_topic(app, settings.fleet_alerts_topic, n)
+        verdicts_topic = raw_topic(app, settings.verdicts_topic, n)
         table = app.Table(
             STORM_TABLE_NAME,
             default=dict,  # an empty tally
