@@ -135,19 +135,13 @@ class Worker:
             "--metrics-port", str(self.metrics_port), "--web-port", str(free_port()),
             "--config", str(CONFIG), "--state-ttl", str(self.ttl), "--log-level", "info",
             *(["--sweep-interval", str(self.sweep)] if self.sweep is not None else []),
-            *self.extra_topics(),
+            "--fleet-alerts-topic", f"{self.prefix}.fleet-alerts",
             *(["--rocksdb-write-buffer-mb", str(self.write_buffer_mb)] if self.write_buffer_mb is not None else []),
             *self.extra,
         ]  # fmt: skip
         env = python_env()
         self.proc = start_process(cmd, env=env, log_path=self.log_path, cwd=REPO)
         return self
-
-    def extra_topics(self) -> list[str]:
-        """Per-prefix names for topics that newer workers add (fleet storm alerts), when the CLI has them."""
-        if "--fleet-alerts-topic" in worker_help():
-            return ["--fleet-alerts-topic", f"{self.prefix}.fleet-alerts"]
-        return []
 
     @property
     def pid(self) -> int:
@@ -177,11 +171,6 @@ class Worker:
 
 
 @functools.cache
-def worker_help() -> str:
-    cmd = [sys.executable, "-m", "streams.cli", "worker", "--help"]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60, check=False).stdout
-
-
 def checkout() -> dict[str, Any]:
     """The commit and the files modified in the working tree when the soak ran (what was measured)."""
 
