@@ -15,7 +15,17 @@
    starts at generation 1, so this never triggers there. Together with short sessions for the embedded
    broker (:func:`faust_settings_for`) restarts and takeovers take seconds instead of minutes.
 
-Install both into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
+3. **Stream partitions resumed before they are positioned** (a Faust 0.15.3 race, on any broker). When table
+   recovery ends, Faust resumes the stream partitions, *then* seeks them to their committed offsets, *then*
+   resumes its flow control, which clears every stream's queue. Records fetched in between are delivered from
+   the old position, the read offset they leave behind makes Faust drop the re-fetched records below it, and
+   a record still queued when the flow control resumes is discarded although Faust counts it as read. A
+   worker restarted mid-stream therefore skipped an event now and then (seen as a missing verdict and a
+   diverging run state in ``tests/integration/test_worker_crash.py``). Remedy: stream partitions that Faust
+   resumes are held back (kept paused) until the seek has completed and the consumer's flow is resumed, so
+   the first record delivered for a partition is the one at its committed offset.
+
+Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
 ``Transport.Consumer`` -> ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only
 ``highwaters`` (used solely by table recovery) and ``on_start`` (to reach its own group coordinator).
@@ -75,6 +85,7 @@ class CompatOptions:
     fix_end_offsets: bool = True
     leave_group_generation_zero: bool = True
     rewind_uncommitted: bool = True
+    hold_until_seek: bool = True
     probe_timeout: float = 15.0
 
 
@@ -327,7 +338,48 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 
 class CompatConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`."""
+    """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`; holds stream partitions back
+    from the moment Faust resumes them until they are positioned and the flow resumes (remedy 3)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: set[Any] = set()
+        self._positioned = False
+
+    def _holding(self) -> bool:
+        options = getattr(self.transport, "compat_options", None)
+        hold = options.hold_until_seek if isinstance(options, CompatOptions) else True
+        return hold and not self.app.client_only
+
+    def resume_partitions(self, tps: Iterable[Any]) -> None:
+        """Resume changelog partitions now; stream partitions once positioned (see :meth:`resume_flow`)."""
+        resume = set(tps)
+        if self._holding():
+            streams = {tp for tp in resume if not self._is_changelog_tp(tp)}
+            self._held |= streams
+            resume -= streams
+        if resume:
+            super().resume_partitions(resume)
+
+    def pause_partitions(self, tps: Iterable[Any]) -> None:
+        paused = set(tps)
+        self._held -= paused
+        if any(not self._is_changelog_tp(tp) for tp in paused):
+            self._positioned = False  # a rebalance: the next resume waits for the next seek
+        super().pause_partitions(paused)
+
+    async def perform_seek(self) -> None:
+        self._positioned = False
+        await super().perform_seek()
+        self._positioned = True
+
+    def resume_flow(self) -> None:
+        """Faust resumes the consumer's flow after its flow control (which clears stream queues): release the
+        held partitions only now, and only once they were sought to their committed offsets."""
+        super().resume_flow()
+        if self._held and self._positioned:
+            held, self._held = self._held, set()
+            super().resume_partitions(held)
 
     def _new_consumer_thread(self) -> CompatConsumerThread:
         return CompatConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -349,6 +401,7 @@ def apply_kafka_compat(
     fix_end_offsets: bool = True,
     leave_group_generation_zero: bool = True,
     rewind_uncommitted: bool = True,
+    hold_until_seek: bool = True,
     probe_timeout: float = 15.0,
 ) -> bool:
     """Install the remedies into a ``faust.App``; call right after creating it, before it starts.
@@ -361,6 +414,7 @@ def apply_kafka_compat(
         fix_end_offsets=fix_end_offsets,
         leave_group_generation_zero=leave_group_generation_zero,
         rewind_uncommitted=rewind_uncommitted,
+        hold_until_seek=hold_until_seek,
         probe_timeout=probe_timeout,
     )
     current = getattr(app, "_transport", None)

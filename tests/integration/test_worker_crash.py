@@ -33,8 +33,11 @@ from tests.worker.harness import (
 pytestmark = pytest.mark.integration
 
 
-def test_sigkill_at_random_points(broker: Any, tmp_path: Path) -> None:
-    seed = env_seed(20240)
+# Two seeds: before remedy 3 of streams.kafka_compat (stream partitions held until positioned) about one
+# restart in four skipped an event, so one seed alone let the race through CI now and then.
+@pytest.mark.parametrize("default_seed", [20240, 1006])
+def test_sigkill_at_random_points(broker: Any, tmp_path: Path, default_seed: int) -> None:
+    seed = env_seed(default_seed)
     rng = random.Random(seed)
     bootstrap = bootstrap_of(broker)
     names = new_names("crash")

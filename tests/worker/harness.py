@@ -335,6 +335,30 @@ def last_states(records: Sequence[Record]) -> dict[bytes, RunState | None]:
     return out
 
 
+def assert_states_equal(changelog: Sequence[Record], want: dict[bytes, RunState]) -> None:
+    """Each run's last changelog state equals ``want``; on failure, say which runs and how they differ."""
+    got = last_states(changelog)
+    if got == want:
+        return
+    last: dict[bytes, Record] = {}
+    for rec in changelog:
+        assert rec.key is not None
+        last[rec.key] = rec
+    lines = []
+    for key in sorted(set(got) | set(want)):
+        if got.get(key) == want.get(key):
+            continue
+        rec = last.get(key)
+        where = "no changelog record"
+        if rec is not None and rec.value is not None:
+            stored = envelope.decode(rec.value)
+            where = f"changelog p{rec.partition}@{rec.offset}: covers events up to offset {stored.last_offset}"
+        mine, clean = got.get(key), want.get(key)
+        calls = (len(mine.history) if mine else None, len(clean.history) if clean else None)
+        lines.append(f"{key.decode(errors='replace')}: {where}; history lengths stored/clean {calls}")
+    raise AssertionError(f"{len(lines)} of {len(want)} runs' stored state differs:\n" + "\n".join(lines[:20]))
+
+
 def clean_states(events: Sequence[dict[str, Any]], config: Path) -> dict[bytes, RunState]:
     """Each run's state after applying ``events`` once, in order (what a crash-free worker stores)."""
     processor = RunProcessor(load_openclaw_config(config))
@@ -424,7 +448,7 @@ def check_stream(
     assert_matches_replay(got, want, event_positions(records), names.events)
     changelog = read_topic(bootstrap, names.changelog, names.partitions, settle=0.3)
     assert_changelog_copartitioned(changelog, records)
-    assert last_states(changelog) == clean_states(events, config)
+    assert_states_equal(changelog, clean_states(events, config))
     return duplicates, got
 
 
