@@ -401,13 +401,19 @@ def run_matches(event: Event, run: str) -> bool:
     return event.run_id == run or scope_key(event) == run
 
 
-def explain_run(events: Iterable[PositionedEvent], config: LoadedConfig, run: str) -> list[ExplainStep]:
+def explain_run(
+    events: Iterable[PositionedEvent],
+    config: LoadedConfig,
+    run: str,
+    start: Mapping[str, RunState | None] | None = None,
+) -> list[ExplainStep]:
     """Every event of ``run`` (by run id or scope key) in order, with detector counts and decisions.
 
     Counts are computed with the core's own detector functions on the scope's history before the event is
     applied; the state then advances through the same :func:`streams.runner.step` as replay and the worker.
+    ``start`` holds the scopes' states before the first event (default: empty; see :mod:`streams.explain_state`).
     """
-    states: dict[str, RunState] = {}
+    states: dict[str, RunState | None] = dict(start or {})
     steps: list[ExplainStep] = []
     for pe in events:
         event = pe.event

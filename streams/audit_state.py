@@ -26,8 +26,9 @@ For every run with events in the range, with ``F`` its first event in the range 
 * **empty**: no stored version of the run in its partition: start from empty state at ``F``.
 
 Expiry *inside* the range is not replayed (a run idle for the TTL and then active again is continued), as
-without ``--with-state``. Everything here is pure except :func:`replay_with_state`, which reads the changelog and
-the warm-up events through :func:`streams.audit.read_partitions`.
+without ``--with-state``. Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which
+read the changelog and the warm-up events through :func:`streams.audit.read_partitions`. ``--run RUN_ID
+--with-state`` explains one run from the same base and warm-up (:mod:`streams.explain_state`).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--with-state",
         action="store_true",
-        help="with --topic: start each run from the worker's stored state (its table changelog) just before "
-        "the run's first event in the range, instead of from empty; see README 'Auditors'",
+        help="with --topic: start each run (with --run: the explained run) from the worker's stored state (its "
+        "table changelog) just before the run's first event in the range, instead of from empty; see README "
+        "'Auditors'",
     )
     p.add_argument(
         "--group",
@@ -75,6 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(LOOPWATCH_GROUP, default %(default)s)",
     )
     p.add_argument("--state-topic", metavar="TOPIC", help="with --with-state: read this changelog topic instead")
+
+
+def state_topic_of(args: argparse.Namespace) -> str:
+    """The changelog topic ``--state-topic``/``--group`` name."""
+    return str(args.state_topic or changelog_topic(args.group))
 
 
 # --- selection (pure) -------------------------------------------------------------------------------------
@@ -281,27 +288,52 @@ def replay_from_bases(
     """
     out = StatefulReplay([], dict(bases), set())
     for partition in sorted(events):
-        states: dict[str, RunState | None] = {}
-        after: dict[str, int] = {}
-        for (p, key), base in bases.items():
-            if p == partition:
-                states[key] = base.state
-                after[key] = base.after
-        for pe in warmup.get(partition, ()):
-            key = scope_key(pe.event)
-            if key not in after or pe.index <= after[key]:
-                continue
-            result = step(states.get, pe.event, config)
-            states[result.scope] = result.state
-            after[key] = pe.index
-            out.warmed += 1
+        start = start_partition(partition, warmup, bases, config)
+        out.warmed += sum(start.warmed.values())
         for pe in events[partition]:
-            key = scope_key(pe.event)
-            if pe.index <= after.get(key, -1):
+            if start.covers(pe):
                 out.skipped.add((partition, pe.index))
                 continue
-            out.records.extend(audit.apply_positioned(states, pe, config, topic, partition, include_all=include_all))
+            out.records.extend(
+                audit.apply_positioned(start.states, pe, config, topic, partition, include_all=include_all)
+            )
     return out
+
+
+@dataclass(slots=True)
+class PartitionStart:
+    """One partition's run states at the start of the range: each run's base plus its warm-up."""
+
+    states: dict[str, RunState | None]
+    after: dict[str, int]  # scope key -> the last offset its state covers
+    warmed: dict[str, int] = field(default_factory=dict)  # scope key -> earlier events applied silently
+
+    def covers(self, pe: audit.PositionedEvent) -> bool:
+        """Whether a range event is already in its run's state (skipped: a compacted changelog's newer state)."""
+        return pe.index <= self.after.get(scope_key(pe.event), -1)
+
+
+def start_partition(
+    partition: int,
+    warmup: Mapping[int, Sequence[audit.PositionedEvent]],
+    bases: Mapping[tuple[int, str], Base],
+    config: LoadedConfig,
+) -> PartitionStart:
+    """The bases of ``partition``'s runs, advanced silently through their ``warmup`` events past ``after``."""
+    start = PartitionStart({}, {})
+    for (p, key), base in bases.items():
+        if p == partition:
+            start.states[key] = base.state
+            start.after[key] = base.after
+    for pe in warmup.get(partition, ()):
+        key = scope_key(pe.event)
+        if key not in start.after or pe.index <= start.after[key]:
+            continue
+        result = step(start.states.get, pe.event, config)
+        start.states[result.scope] = result.state
+        start.after[key] = pe.index
+        start.warmed[key] = start.warmed.get(key, 0) + 1
+    return start
 
 
 @dataclass(slots=True)
@@ -340,6 +372,20 @@ def finish_state(
     include_all: bool,
 ) -> StatefulReplay:
     """Confirm first versions against the warm-up events (``plan.warmup`` spans), then replay from the bases."""
+    bases = confirm_bases(plan, events, warm, config)
+    result = replay_from_bases(events, warm, bases, config, topic, include_all=include_all)
+    result.warmup = dict(plan.warmup)
+    result.notes = list(plan.notes)
+    return result
+
+
+def confirm_bases(
+    plan: StatePlan,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    warm: Mapping[int, Sequence[audit.PositionedEvent]],
+    config: LoadedConfig,
+) -> dict[tuple[int, str], Base]:
+    """``plan.bases`` with every compacted candidate checked by :func:`confirm_first_version`."""
     bases = dict(plan.bases)
     by_run: dict[tuple[int, str], list[audit.PositionedEvent]] = {run: [] for run in plan.lookback}
     for partition in {p for p, _ in plan.lookback}:
@@ -349,10 +395,7 @@ def finish_state(
                 run_events.append(pe)
     for run, after in plan.lookback.items():
         bases[run] = confirm_first_version(bases[run], after, by_run[run], config)
-    result = replay_from_bases(events, warm, bases, config, topic, include_all=include_all)
-    result.warmup = dict(plan.warmup)
-    result.notes = list(plan.notes)
-    return result
+    return bases
 
 
 # --- Kafka I/O (thin) -------------------------------------------------------------------------------------
@@ -373,6 +416,19 @@ async def replay_with_state(
 
     ``read_options`` go to every :func:`streams.audit.read_partitions` call (connection settings).
     """
+    plan, warm = await read_state(bootstrap, state_topic, topic, read, events, **read_options)
+    return finish_state(plan, events, warm, config, topic, include_all=include_all)
+
+
+async def read_state(
+    bootstrap: str,
+    state_topic: str,
+    topic: str,
+    read: audit.TopicRead,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    **read_options: Any,
+) -> tuple[StatePlan, dict[int, list[audit.PositionedEvent]]]:
+    """The plan for ``events``' runs (from the changelog) and the warm-up events it needs, per partition."""
     try:
         changelog = await audit.read_partitions(bootstrap, state_topic, **read_options)
     except RuntimeError as exc:
@@ -389,4 +445,4 @@ async def replay_with_state(
             if got > lo:
                 plan.notes.append(f"{topic}[{p}]: events {lo}..{got - 1} are gone (retention); replay may differ")
         warm, _ = audit.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
-    return finish_state(plan, events, warm, config, topic, include_all=include_all)
+    return plan, warm

@@ -5,8 +5,9 @@
 ``offsets_for_times`` -- record timestamps, which on the embedded broker are the broker's write time) per
 partition in offset order, exactly as the worker does; ``--compare-verdicts`` diffs the result against the
 verdicts topic; ``--run RUN_ID`` explains one run. See :mod:`streams.audit`. ``--with-state`` starts each run
-from the worker's stored state (its run table's changelog) instead of empty, so a range that starts in the middle
-of runs agrees with the worker; see :mod:`streams.audit_state`.
+(or, with ``--run``, the explained run) from the worker's stored state (its run table's changelog) instead of
+empty, so a range that starts in the middle of runs agrees with the worker; see :mod:`streams.audit_state` and
+:mod:`streams.explain_state`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import IO, Any
 
 import orjson
 
-from streams import audit, audit_state
+from streams import audit, audit_state, explain_state
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
 from streams.detection import RunState
-from streams.kafka_security import KafkaSecurityError, add_security_arguments, security_from_args
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.runner import step, to_verdict
 
 
@@ -151,11 +152,44 @@ def _explain(
         out.write(orjson.dumps({"run": run, "events": audit.explain_json(steps)}).decode() + "\n")
     else:
         out.write(audit.render_explain(steps, run, config))
+    return _explained(out, run, bool(steps))
+
+
+def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
     out.flush()
-    if not steps:
-        print(f"error: no event of run {run!r}", file=sys.stderr)
+    if not found:
+        print(f"error: no event of run {run!r}{why}", file=sys.stderr)
         return 1
     return 0
+
+
+def _explain_with_state(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    read: audit.TopicRead,
+    events: dict[int, list[audit.PositionedEvent]],
+    security: KafkaSecurity,
+) -> int:
+    """``--run --with-state``: explain the run from the worker's stored state (see :mod:`streams.explain_state`)."""
+    mine = explain_state.run_events(events, args.run)
+    if not mine:
+        return _explain([], config, args.run, sys.stdout, as_json=args.json)
+    state_topic = audit_state.state_topic_of(args)
+    try:
+        plan, warm = asyncio.run(
+            audit_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
+        )
+    except (OSError, TimeoutError, RuntimeError) as exc:
+        return _error(security.redact(str(exc)))
+    for note in plan.notes:
+        print(note, file=sys.stderr)
+    result = explain_state.explain_from_state(plan, mine, warm, config, args.run)
+    if args.json:
+        sys.stdout.write(orjson.dumps(result.to_json(args.run)).decode() + "\n")
+    else:
+        sys.stdout.write(result.render(args.run, config))
+    why = f" after its stored state ({result.skipped} events in range already in it)" if result.skipped else ""
+    return _explained(sys.stdout, args.run, bool(result.steps), why)
 
 
 def _error(message: str) -> int:
@@ -167,8 +201,6 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
     if not args.bootstrap:
         return _error("--topic needs --bootstrap HOST:PORT")
-    if args.with_state and args.run is not None:
-        return _error("--with-state does not apply to --run (an explanation starts the run from empty)")
     try:
         start = audit.parse_bound(args.start) if args.start is not None else None
         end = audit.parse_bound(args.end) if args.end is not None else None
@@ -186,17 +218,19 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     for b in bad:
         print(b.describe(args.topic), file=sys.stderr)
     if args.run is not None:
-        flat = [pe for partition in sorted(events) for pe in events[partition]]
-        status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
+        if args.with_state:
+            status = _explain_with_state(args, config, read, events, security)
+        else:
+            flat = [pe for partition in sorted(events) for pe in events[partition]]
+            status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
         return 2 if bad and args.strict else status
     stateful: audit_state.StatefulReplay | None = None
     if args.with_state:
-        state_topic = args.state_topic or audit_state.changelog_topic(args.group)
         try:
             stateful = asyncio.run(
                 audit_state.replay_with_state(
                     args.bootstrap,
-                    state_topic,
+                    audit_state.state_topic_of(args),
                     args.topic,
                     read,
                     events,

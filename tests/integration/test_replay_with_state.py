@@ -5,6 +5,8 @@ small chunks, each processed before the next is sent, so the worker writes sever
 table's changelog (one per batch). A replay of a range that starts in the middle of every run disagrees with
 the worker from empty state; with ``--with-state`` it starts each run from the changelog (plus a silent
 warm-up of the events between that state and the range) and equals what the worker published for the range.
+``--run RUN_ID --with-state`` over such a range explains the run from the same state: the decisions it shows are
+the verdicts the worker published, and the output says where the starting state came from.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from schemas.verdict import verdict_id
 from tests.support.procs import python_env
-from tests.support.scenarios import load_scenarios, wire_events
+from tests.support.scenarios import GATEWAY, load_scenarios, wire_events
 from tests.worker.harness import (
+    Names,
     WorkerProcess,
     bootstrap_of,
     chunks,
@@ -61,7 +67,23 @@ def _strip(verdict: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in verdict.items() if k not in ("index", "published")}
 
 
-def test_mid_run_range_with_state_equals_the_worker(broker: Any, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Fed:
+    """The topics one worker filled: events, changelog (several versions per run) and published verdicts."""
+
+    bootstrap: str
+    names: Names
+    config: Path
+    published: dict[str, dict[str, Any]]
+
+    @property
+    def base(self) -> list[str]:
+        return ["--topic", self.names.events, "--bootstrap", self.bootstrap, "--config", str(self.config)]
+
+
+@pytest.fixture(scope="module")
+def fed(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
+    tmp_path = tmp_path_factory.mktemp("replay-state")
     bootstrap = bootstrap_of(broker)
     names = new_names("replay-state", partitions=1)
     config = tmp_path / "openclaw.json5"
@@ -78,38 +100,85 @@ def test_mid_run_range_with_state_equals_the_worker(broker: Any, tmp_path: Path)
         changelog = read_topic(bootstrap, names.changelog, names.partitions, settle=0.3)
         assert len(changelog) >= len(events) // CHUNK  # several versions per run
         published, _ = verdicts_by_id(read_topic(bootstrap, names.verdicts, names.partitions, settle=0.3))
-        base = ["--topic", names.events, "--bootstrap", bootstrap, "--config", str(config)]
-        compare = ["--compare-verdicts", "--verdicts-topic", names.verdicts]
-        stateful = ["--with-state", "--group", names.group]
-
-        # the whole topic: equal, with and without state (every run starts at its first event)
-        assert _cli(*base, *compare).returncode == 0
-        whole = _cli(*base, *compare, *stateful)
-        assert whole.returncode == 0, whole.stdout + whole.stderr
-        assert "3 begun in the batch of their first event" in whole.stderr
-
-        for start in (21, 2):  # 21: mid-chunk, mid-run for all three runs; 2: within every run's first batch
-            want = {vid: v for vid, v in published.items() if v["source"]["offset"] >= start}
-            assert want
-            plain = _cli(*base, "--from", str(start), *compare)
-            assert plain.returncode == 1, plain.stdout + plain.stderr  # from empty state: not the worker's
-            assert plain.stdout.startswith("DIFFERENT:")
-            same = _cli(*base, "--from", str(start), *compare, *stateful)
-            assert same.returncode == 0, same.stdout + same.stderr
-            assert same.stdout.startswith(f"equal: {len(want)} replayed verdicts, {len(want)} recorded in range")
-            listed = _cli(*base, "--from", str(start), *stateful)
-            assert listed.returncode == 0, listed.stderr
-            mine = [json.loads(line) for line in listed.stdout.splitlines()]
-            assert {v["verdict_id"]: _strip(v) for v in mine} == want
-            # how the worker batched the first chunk decides which runs' first state already covers offset 2
-            origin = "3 runs: 3 from a stored state" if start == 21 else "in the batch of their first event"
-            assert origin in listed.stderr and "0 events skipped" in listed.stderr, listed.stderr
-
-        # --state-topic names the changelog directly; --json carries the state summary
-        as_json = _cli(*base, "--from", "21", *compare, "--json", "--with-state", "--state-topic", names.changelog)
-        doc = json.loads(as_json.stdout)
-        assert as_json.returncode == 0 and doc["equal"] and doc["state"]["stored"] == 3
-        assert _cli(*base, "--with-state", "--state-topic", f"{names.prefix}.nope").returncode == 2
         worker.assert_no_errors()
     finally:
         worker.stop()
+    yield Fed(bootstrap, names, config, published)
+
+
+def test_mid_run_range_with_state_equals_the_worker(fed: Fed) -> None:
+    names, published, base = fed.names, fed.published, fed.base
+    compare = ["--compare-verdicts", "--verdicts-topic", names.verdicts]
+    stateful = ["--with-state", "--group", names.group]
+    # the whole topic: equal, with and without state (every run starts at its first event)
+    assert _cli(*base, *compare).returncode == 0
+    whole = _cli(*base, *compare, *stateful)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "3 begun in the batch of their first event" in whole.stderr
+
+    for start in (21, 2):  # 21: mid-chunk, mid-run for all three runs; 2: within every run's first batch
+        want = {vid: v for vid, v in published.items() if v["source"]["offset"] >= start}
+        assert want
+        plain = _cli(*base, "--from", str(start), *compare)
+        assert plain.returncode == 1, plain.stdout + plain.stderr  # from empty state: not the worker's
+        assert plain.stdout.startswith("DIFFERENT:")
+        same = _cli(*base, "--from", str(start), *compare, *stateful)
+        assert same.returncode == 0, same.stdout + same.stderr
+        assert same.stdout.startswith(f"equal: {len(want)} replayed verdicts, {len(want)} recorded in range")
+        listed = _cli(*base, "--from", str(start), *stateful)
+        assert listed.returncode == 0, listed.stderr
+        mine = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert {v["verdict_id"]: _strip(v) for v in mine} == want
+        # how the worker batched the first chunk decides which runs' first state already covers offset 2
+        origin = "3 runs: 3 from a stored state" if start == 21 else "in the batch of their first event"
+        assert origin in listed.stderr and "0 events skipped" in listed.stderr, listed.stderr
+
+    # --state-topic names the changelog directly; --json carries the state summary
+    as_json = _cli(*base, "--from", "21", *compare, "--json", "--with-state", "--state-topic", names.changelog)
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and doc["equal"] and doc["state"]["stored"] == 3
+    assert _cli(*base, "--with-state", "--state-topic", f"{names.prefix}.nope").returncode == 2
+
+
+def _explained(doc: dict[str, Any]) -> dict[str, tuple[str, str, int, int]]:
+    """verdict id -> (decision, detector, count, offset) of every published decision of a ``--run --json``."""
+    return {
+        verdict_id(GATEWAY, e["event_id"], d["decision"], d["detector"]): (
+            d["decision"], d["detector"], d["count"], int(e["label"].split("@")[1])
+        )
+        for e in doc["events"]
+        for d in e["decisions"]
+        if d["published"]
+    }  # fmt: skip
+
+
+def test_run_with_state_explains_the_workers_verdicts(fed: Fed) -> None:
+    start = 21  # mid-chunk and mid-run for all three runs
+    explain = [*fed.base, "--from", str(start), "--json"]
+    differs = []
+    for i in range(len(NAMES)):
+        run = f"sess-ws{i}"
+        want = {
+            vid: (v["decision"], v["detector"], v["count"], v["source"]["offset"])
+            for vid, v in fed.published.items()
+            if v["session_id"] == run and v["source"]["offset"] >= start
+        }
+        assert want, run
+        with_state = _cli(*explain, "--run", run, "--with-state", "--group", fed.names.group)
+        assert with_state.returncode == 0, with_state.stdout + with_state.stderr
+        doc = json.loads(with_state.stdout)
+        assert _explained(doc) == want  # the same verdict ids, decisions, counts and triggering offsets
+        (state,) = doc["state"]
+        assert state["origin"] == "stored" and state["skipped"] == [] and state["first_offset"] >= start
+        assert state["history"] > 0 and doc["events"][0]["counts"]["history"] == state["history"]
+        plain = _cli(*explain, "--run", run)
+        assert plain.returncode == 0, plain.stderr
+        plain_doc = json.loads(plain.stdout)
+        assert "state" not in plain_doc and plain_doc["events"][0]["counts"]["history"] == 0
+        differs.append(_explained(plain_doc) != want)
+    assert any(differs)  # from empty, the explanation misses or misplaces the worker's verdicts
+    text = _cli(*fed.base, "--from", str(start), "--run", "sess-ws0", "--with-state", "--group", fed.names.group)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("run sess-ws0: ") and lines[1].startswith(f"start 0@{start}: from the worker's stored")
+    assert "calls already in the history" in lines[1]
