@@ -395,6 +395,7 @@ class ExplainStep:
     counts: Counts | None
     decisions: list[ExplainedDecision]
     detection_enabled: bool
+    restart: str | None = None  # why the scope's state was emptied right before this event (worker expiry)
 
 
 def run_matches(event: Event, run: str) -> bool:
@@ -406,12 +407,14 @@ def explain_run(
     config: LoadedConfig,
     run: str,
     start: Mapping[str, RunState | None] | None = None,
+    restarts: Mapping[int, str] | None = None,
 ) -> list[ExplainStep]:
     """Every event of ``run`` (by run id or scope key) in order, with detector counts and decisions.
 
     Counts are computed with the core's own detector functions on the scope's history before the event is
     applied; the state then advances through the same :func:`streams.runner.step` as replay and the worker.
-    ``start`` holds the scopes' states before the first event (default: empty; see :mod:`streams.explain_state`).
+    ``start`` holds the scopes' states before the first event (default: empty; see :mod:`streams.explain_state`);
+    ``restarts`` maps an event's index to why its scope's state is emptied right before it.
     """
     states: dict[str, RunState | None] = dict(start or {})
     steps: list[ExplainStep] = []
@@ -420,6 +423,9 @@ def explain_run(
         if not run_matches(event, run):
             continue
         tool_event = to_tool_event(event)
+        restart = restarts.get(pe.index) if restarts is not None else None
+        if restart is not None:
+            states[tool_event.scope] = None
         before = states.get(tool_event.scope)
         loop = config.for_agent(event.agent_id)
         sig: str | None = None
@@ -456,6 +462,7 @@ def explain_run(
                     for d in result.decisions
                 ],
                 detection_enabled=loop.enabled,
+                restart=restart,
             )
         )
     return steps
@@ -470,6 +477,8 @@ def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig)
         return f"run {run}: no events\n"
     lines = [f"run {run}: {len(steps)} events (config {config.config_hash[:12]})"]
     for s in steps:
+        if s.restart is not None:
+            lines.append(f"{'':>10}{s.restart}")
         head = f"{s.label:>8}  {s.type:<16} {s.tool or '-':<18} call={s.call_id or '-'}"
         head += f" args={_h(s.args_hash)} result={_h(s.result_hash)}"
         lines.append(head)

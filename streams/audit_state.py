@@ -7,14 +7,16 @@ TTL). The worker writes one version per batch *after* the batch's verdicts were 
 broker and on uncompacted Kafka every version stays in the changelog, in write order, in the changelog partition
 equal to the run's source partition.
 
-For every run with events in the range, with ``F`` its first event in the range (see :func:`select_base`):
+For every run with events in the range, with ``F`` its first event in the range (the rules are applied by
+:func:`streams.audit_changelog.select_base`):
 
 * **stored**: the newest version written before the first version covering ``F`` (``last_offset >= F``), when it
   is a state. Its ``last_offset`` is before ``F`` but, since the worker writes once per batch, not necessarily
   ``F - 1``: the run's events between the two (before the range) are read from the events topic and applied
   silently first (*warm-up*: no output), so the replay continues exactly where the worker was;
 * **expired**: that record is a tombstone. The worker expired the run and started it afresh with its next event:
-  empty state, warm-up from the event after the last state written before the tombstone;
+  empty state, warm-up from the event after the state written right before the tombstone (none: from ``F``, and
+  a note says the restart point is unknown);
 * **first**: the run's oldest version already covers ``F`` because the run began in the same worker batch as
   ``F``: if applying the run's events before ``F`` (at most :data:`LOOKBACK` offsets back) and in the range up
   to that version's ``last_offset`` to an empty state reproduces the stored state exactly, the run starts from
@@ -25,10 +27,19 @@ For every run with events in the range, with ``F`` its first event in the range 
   skipped is reported;
 * **empty**: no stored version of the run in its partition: start from empty state at ``F``.
 
-Expiry *inside* the range is not replayed (a run idle for the TTL and then active again is continued), as
-without ``--with-state``. Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which
-read the changelog and the warm-up events through :func:`streams.audit.read_partitions`. ``--run RUN_ID
---with-state`` explains one run from the same base and warm-up (:mod:`streams.explain_state`).
+Expiry *inside* the range is replayed from the same evidence
+(:func:`streams.audit_changelog.select_expiries`): every tombstone of the
+run after the first version covering ``F``, directly after a version covering offsets ``<= L``, means the worker
+applied the run's first event after ``L`` (same partition) to an empty state; the replay empties the run's state
+right before that event (a *restart*). A run may expire several times. A tombstone with no later event of the
+run in the range changes nothing (counted as *idle*). Where the evidence is gone the restart point is unknown and
+is said so (notes), the run is then continued as before: a tombstone not directly after a version of the run (a
+compacted changelog dropped it), a tombstone of the run in another partition's changelog (a repartitioned topic:
+offsets are not comparable), and missing changelog offsets (compaction may have dropped whole tombstones).
+
+Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which read the changelog and the
+warm-up events through :func:`streams.audit.read_partitions`. ``--run RUN_ID --with-state`` explains one run from
+the same base, warm-up and restarts (:mod:`streams.explain_state`).
 """
 
 from __future__ import annotations
@@ -36,20 +47,26 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 from streams import audit
+from streams.audit_changelog import (
+    ORIGINS,
+    Base,
+    ChangelogIndex,
+    Restart,
+    expiry_notes,
+    index_changelog,
+    select_base,
+    select_expiries,
+)
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
 from streams.runner import step
-from streams.worker import envelope
-from streams.worker.envelope import StoredRun
 from streams.worker.settings import DEFAULT_GROUP, TABLE_NAME, env_default
 
-Origin = Literal["stored", "first", "expired", "compacted", "empty"]
-ORIGINS: Final[tuple[Origin, ...]] = ("stored", "first", "expired", "compacted", "empty")
 #: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
 #: most this many records (``WorkerSettings.max_batch``), so a run whose first stored state covers that event
 #: began at most this many offsets earlier.
@@ -84,96 +101,6 @@ def state_topic_of(args: argparse.Namespace) -> str:
     return str(args.state_topic or changelog_topic(args.group))
 
 
-# --- selection (pure) -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ChangelogRecord:
-    """One changelog record of a run, in changelog order. ``value`` None (or empty): a tombstone."""
-
-    offset: int
-    value: StoredRun | None
-
-
-@dataclass(frozen=True, slots=True)
-class Base:
-    """Where a run's replay starts: ``state`` (None: empty) covering its events at offsets <= ``after``.
-
-    Events of the run after ``after`` and before the range are applied silently first (warm-up); events in the
-    range at or below ``after`` are skipped (only when ``origin`` is ``compacted``).
-    """
-
-    state: RunState | None
-    after: int
-    origin: Origin
-    changelog_offset: int | None = None
-
-
-def select_base(records: Sequence[ChangelogRecord], first: int) -> Base:
-    """The base of a run whose first event in the range is at ``first`` (see the module docstring).
-
-    ``records`` are the run's changelog records of its source partition in changelog order; states of another
-    source partition (a repartitioned topic) must already be left out.
-    """
-    covering = next((i for i, r in enumerate(records) if r.value is not None and r.value.last_offset >= first), None)
-    if covering == 0:
-        newer = records[0].value
-        assert newer is not None
-        return Base(newer.state, newer.last_offset, "compacted", records[0].offset)
-    before = records[: len(records) if covering is None else covering]
-    if not before:
-        return Base(None, first - 1, "empty")
-    prev = before[-1]
-    if prev.value is not None:
-        return Base(prev.value.state, prev.value.last_offset, "stored", prev.offset)
-    older = next((r.value for r in reversed(before) if r.value is not None), None)
-    # After a tombstone the worker started the run afresh with its first event past the last state it wrote;
-    # with no earlier state left (compacted away) that point is unknown: start at the range.
-    after = older.last_offset if older is not None and older.last_offset < first else first - 1
-    return Base(None, after, "expired", prev.offset)
-
-
-@dataclass(slots=True)
-class ChangelogIndex:
-    """Changelog records per (source partition, scope key), and the records that were not stored runs."""
-
-    runs: dict[tuple[int, str], list[ChangelogRecord]] = field(default_factory=dict)
-    ignored: list[str] = field(default_factory=list)
-
-
-def index_changelog(
-    records_by_partition: Mapping[int, Sequence[audit.TopicRecord]], topic: str, wanted: set[tuple[int, str]]
-) -> ChangelogIndex:
-    """Decode the changelog records of the wanted (partition, scope key) runs, in changelog order."""
-    out = ChangelogIndex()
-    for partition in sorted(records_by_partition):
-        for rec in sorted(records_by_partition[partition], key=lambda r: r.offset):
-            if rec.key is None:
-                out.ignored.append(f"{topic}[{partition}]@{rec.offset}: record has no key, ignored")
-                continue
-            try:
-                key = rec.key.decode("utf-8")
-            except UnicodeDecodeError:
-                out.ignored.append(f"{topic}[{partition}]@{rec.offset}: key is not UTF-8, ignored")
-                continue
-            if (partition, key) not in wanted:
-                continue
-            stored: StoredRun | None = None
-            if rec.value:
-                try:
-                    stored = envelope.decode(rec.value)
-                except envelope.EnvelopeError as exc:
-                    out.ignored.append(f"{topic}[{partition}]@{rec.offset}: {exc}, ignored")
-                    continue
-                if stored.partition != partition:
-                    out.ignored.append(
-                        f"{topic}[{partition}]@{rec.offset}: state of source partition {stored.partition}, ignored"
-                    )
-                    continue
-            out.runs.setdefault((partition, key), []).append(ChangelogRecord(rec.offset, stored))
-    return out
-
-
 def confirm_first_version(
     candidate: Base, lookback_after: int, run_events: Sequence[audit.PositionedEvent], config: LoadedConfig
 ) -> Base:
@@ -196,23 +123,33 @@ def confirm_first_version(
         state = states[result.scope] = result.state
         applied += 1
     if applied and state is not None and state.to_primitive() == candidate.state.to_primitive():
-        return Base(None, lookback_after, "first", candidate.changelog_offset)
+        return replace(candidate, state=None, after=lookback_after, origin="first")
     return candidate
+
+
+def run_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], list[int]]:
+    """(partition, scope key) -> offsets of the run's events in the range, ascending."""
+    out: dict[tuple[int, str], list[int]] = {}
+    for partition, items in events.items():
+        for pe in items:
+            out.setdefault((partition, scope_key(pe.event)), []).append(pe.index)
+    return out
 
 
 def first_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], int]:
     """(partition, scope key) -> offset of the run's first event in the range."""
-    out: dict[tuple[int, str], int] = {}
-    for partition, items in events.items():
-        for pe in items:
-            out.setdefault((partition, scope_key(pe.event)), pe.index)
-    return out
+    return {run: offsets[0] for run, offsets in run_offsets(events).items()}
 
 
 def select_bases(
     events: Mapping[int, Sequence[audit.PositionedEvent]], index: ChangelogIndex
 ) -> dict[tuple[int, str], Base]:
-    return {run: select_base(index.runs.get(run, []), first) for run, first in first_offsets(events).items()}
+    """Each run's base (:func:`select_base`) with its expiries in the range (:func:`select_expiries`)."""
+    out: dict[tuple[int, str], Base] = {}
+    for run, offsets in run_offsets(events).items():
+        records = index.runs.get(run, [])
+        out[run] = replace(select_base(records, offsets[0]), expiries=select_expiries(records, offsets))
+    return out
 
 
 def warmup_ranges(bases: Mapping[tuple[int, str], Base], starts: Mapping[int, int]) -> dict[int, tuple[int, int]]:
@@ -235,6 +172,7 @@ class StatefulReplay:
     bases: dict[tuple[int, str], Base]
     skipped: set[tuple[int, int]]  # (partition, offset) of range events a compacted changelog's state covers
     warmed: int = 0  # events before the range applied silently
+    restarted: int = 0  # range events applied to an empty state: the worker had expired their run just before
     warmup: dict[int, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -244,15 +182,26 @@ class StatefulReplay:
             out[base.origin] += 1
         return out
 
+    def expiries(self) -> dict[str, int]:
+        """In-range expiries: restarts replayed, tombstones without a later event, unknown restart points."""
+        return {
+            "restarted_after_expiry": self.restarted,
+            "expired_without_return": sum(len(b.expiries.idle) for b in self.bases.values()),
+            "expiry_unknown": sum(len(b.expiries.unknowable()) for b in self.bases.values()),
+        }
+
     def summary(self) -> str:
         c = self.counts()
+        e = self.expiries()
         spans = ", ".join(f"{p}:{lo}..{hi - 1}" for p, (lo, hi) in sorted(self.warmup.items())) or "none"
         return (
             f"with-state: {len(self.bases)} runs: {c['stored']} from a stored state, {c['first']} begun in the "
             f"batch of their first event in range (from empty), {c['expired']} expired "
             f"(empty), {c['compacted']} from a newer state of a compacted changelog, {c['empty']} without "
             f"state (empty); {self.warmed} earlier events re-applied silently (offsets {spans}); "
-            f"{len(self.skipped)} events skipped (already in a newer stored state)"
+            f"{len(self.skipped)} events skipped (already in a newer stored state); expiries in range: "
+            f"{e['restarted_after_expiry']} restarts from empty replayed, {e['expired_without_return']} without a "
+            f"later event, {e['expiry_unknown']} with an unknown restart point (see notes)"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -261,6 +210,7 @@ class StatefulReplay:
             "runs": len(self.bases),
             "warmed": self.warmed,
             "skipped": len(self.skipped),
+            **self.expiries(),
             "warmup": {str(p): list(r) for p, r in sorted(self.warmup.items())},
         }
 
@@ -294,6 +244,8 @@ def replay_from_bases(
             if start.covers(pe):
                 out.skipped.add((partition, pe.index))
                 continue
+            if start.restart(pe) is not None:
+                out.restarted += 1
             out.records.extend(
                 audit.apply_positioned(start.states, pe, config, topic, partition, include_all=include_all)
             )
@@ -307,10 +259,19 @@ class PartitionStart:
     states: dict[str, RunState | None]
     after: dict[str, int]  # scope key -> the last offset its state covers
     warmed: dict[str, int] = field(default_factory=dict)  # scope key -> earlier events applied silently
+    restarts: dict[int, Restart] = field(default_factory=dict)  # range offset -> the expiry restarting its run
 
     def covers(self, pe: audit.PositionedEvent) -> bool:
         """Whether a range event is already in its run's state (skipped: a compacted changelog's newer state)."""
         return pe.index <= self.after.get(scope_key(pe.event), -1)
+
+    def restart(self, pe: audit.PositionedEvent) -> Restart | None:
+        """The expiry after which the worker applied ``pe`` to an empty state, if any; its run's state is then
+        emptied here too (call right before applying ``pe``)."""
+        found = self.restarts.get(pe.index)
+        if found is not None:
+            self.states[scope_key(pe.event)] = None
+        return found
 
 
 def start_partition(
@@ -325,6 +286,7 @@ def start_partition(
         if p == partition:
             start.states[key] = base.state
             start.after[key] = base.after
+            start.restarts.update((r.offset, r) for r in base.expiries.restarts)
     for pe in warmup.get(partition, ()):
         key = scope_key(pe.event)
         if key not in start.after or pe.index <= start.after[key]:
@@ -359,7 +321,10 @@ def plan_state(
     bases = select_bases(events, index)
     lookback = {run: max(-1, firsts[run] - LOOKBACK - 1) for run, b in bases.items() if b.origin == "compacted"}
     spans = warmup_ranges({**bases, **{run: Base(None, after, "first") for run, after in lookback.items()}}, starts)
-    return StatePlan(bases, lookback, spans, list(index.ignored), warmup_ranges(bases, starts))
+    notes = [*index.ignored, *index.gaps]
+    for run, base in sorted(bases.items()):
+        notes += expiry_notes(run, base, state_topic)
+    return StatePlan(bases, lookback, spans, notes, warmup_ranges(bases, starts))
 
 
 def finish_state(

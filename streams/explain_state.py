@@ -3,9 +3,11 @@
 The run's events in the range are picked out (:func:`run_events`); its base state is chosen from the changelog
 and warmed up exactly as for a ``--with-state`` listing (:func:`streams.audit_state.confirm_bases`,
 :func:`streams.audit_state.start_partition`), and :func:`streams.audit.explain_run` starts from that state
-instead of empty. Every :class:`RunStart` says where the state came from (its origin, how many earlier events
-were re-applied, how many calls were already in the history), so an auditor can tell why a verdict fired on the
-first replayed call. Pure: the CLI (:mod:`streams.commands.replay`) reads the records.
+instead of empty; where the worker expired the run inside the range, the event it restarted the run with starts
+from empty too, and its step says so (:attr:`streams.audit.ExplainStep.restart`). Every :class:`RunStart` says
+where the state came from (its origin, how many earlier events were re-applied, how many calls were already in
+the history, where the run restarted), so an auditor can tell why a verdict fired on the first replayed call.
+Pure: the CLI (:mod:`streams.commands.replay`) reads the records.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streams import audit, audit_state
-from streams.audit_state import Origin
+from streams import audit, audit_changelog, audit_state
+from streams.audit_changelog import Origin
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 
@@ -32,6 +34,7 @@ class RunStart:
     warmed: int  # earlier events of the run re-applied silently
     skipped: tuple[int, ...]  # offsets in the range a newer stored state already covers (not explained)
     history: int  # calls already in the run's history when its first explained event arrives
+    expiries: audit_changelog.Expiries  # the worker's expiries of the run in the range
 
     def describe(self) -> str:
         at = f"changelog offset {self.changelog_offset}"
@@ -44,10 +47,17 @@ class RunStart:
             f"<= {self.covered_offset}",
             "empty": "from empty: the worker stored no state of the run",
         }[self.origin]
+        restarts, idle = self.expiries.restarts, self.expiries.idle
+        tail = ""
+        if restarts:
+            at_offsets = _join(tuple(r.offset for r in restarts))
+            tail += f"; {len(restarts)} restarts from empty after an expiry in range (at offsets {at_offsets})"
+        if idle:
+            tail += f"; expired without a later event in range (tombstones at changelog offsets {_join(idle)})"
         return (
             f"start {self.partition}@{self.first_offset}: {where}; {self.warmed} earlier events re-applied "
             f"silently; {self.history} calls already in the history; {len(self.skipped)} events skipped "
-            "(already in the stored state)"
+            f"(already in the stored state){tail}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -60,8 +70,15 @@ class RunStart:
             "warmed": self.warmed,
             "skipped": list(self.skipped),
             "history": self.history,
+            "restarts": [r.to_json() for r in self.expiries.restarts],
+            "expired_without_return": list(self.expiries.idle),
+            "expiry_unknown": list(self.expiries.unknowable()),
             "description": self.describe(),
         }
+
+
+def _join(offsets: tuple[int, ...]) -> str:
+    return ", ".join(map(str, offsets))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +126,8 @@ def explain_from_state(
     for partition in sorted(events):
         start = audit_state.start_partition(partition, warm, bases, config)
         kept = [pe for pe in events[partition] if not start.covers(pe)]
-        steps += audit.explain_run(kept, config, run, start.states)
+        restarts = {offset: r.describe() for offset, r in start.restarts.items()}
+        steps += audit.explain_run(kept, config, run, start.states, restarts)
         firsts = audit_state.first_offsets({partition: events[partition]})
         for (p, key), first in sorted(firsts.items()):
             base, state = bases[(p, key)], start.states.get(key)
@@ -124,6 +142,7 @@ def explain_from_state(
                     start.warmed.get(key, 0),
                     skipped,
                     len(state.history) if state is not None else 0,
+                    base.expiries,
                 )
             )
     return StatefulExplanation(steps, starts)

@@ -7,14 +7,15 @@ worker's verdicts with ``--with-state`` and differs without it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from streams import audit, audit_state
-from streams.audit_state import Base, ChangelogRecord, select_base
+from streams import audit, audit_changelog, audit_state, explain_state
+from streams.audit_changelog import Base, ChangelogRecord, select_base
 from streams.cli import main
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import RunState
@@ -95,7 +96,7 @@ def test_index_changelog_decodes_filters_and_keeps_order() -> None:
         ],
         1: [audit.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
     }
-    index = audit_state.index_changelog(recs, "cl", {(0, "r1")})
+    index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
     assert index.runs == {(0, "r1"): [ChangelogRecord(2, StoredRun(0, 7, 1, _state(1))), ChangelogRecord(4, None)]}
     assert [n.split(":")[0] for n in index.ignored] == ["cl[0]@5", "cl[0]@6", "cl[0]@7"]
 
@@ -130,8 +131,17 @@ def _interleaved() -> list[dict[str, Any]]:
     return out
 
 
-def _worker(records: list[audit.TopicRecord], config: LoadedConfig, batch: int) -> tuple[list[Any], list[Any]]:
-    """What the worker publishes and writes to the changelog, batch by batch (one version per run and batch)."""
+def _worker(
+    records: list[audit.TopicRecord],
+    config: LoadedConfig,
+    batch: int,
+    expire: Mapping[int, Sequence[bytes]] | None = None,
+) -> tuple[list[Any], list[Any]]:
+    """What the worker publishes and writes to the changelog, batch by batch (one version per run and batch).
+
+    ``expire``: batch number -> keys the TTL sweep expires after that batch (state deleted, tombstone written),
+    so the run's next event is applied to an empty state, as ``streams.worker.app`` does.
+    """
     processor = RunProcessor(config)
     table: dict[bytes, bytes] = {}
     verdicts: list[dict[str, Any]] = []
@@ -146,6 +156,10 @@ def _worker(records: list[audit.TopicRecord], config: LoadedConfig, batch: int) 
             assert result.value is not None
             table[group.key] = result.value
             changelog.append(audit.TopicRecord(0, len(changelog), 0, group.key, result.value))
+        for key in (expire or {}).get(start // batch, ()):
+            del table[key]
+            processor.forget(key)
+            changelog.append(audit.TopicRecord(0, len(changelog), 0, key, b""))  # the reader's null value
     return verdicts, changelog
 
 
@@ -159,14 +173,28 @@ def _comparable(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {v["verdict_id"]: {k: x for k, x in v.items() if k not in ("index", "published")} for v in verdicts}
 
 
+Events = dict[int, list[audit.PositionedEvent]]
+
+
+def _plan(
+    records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], start: int, run: str | None = None
+) -> tuple[audit_state.StatePlan, Events, Events]:
+    """What ``replay --with-state --from START [--run RUN]`` reads and plans: (plan, range events, warm-up
+    events), without Kafka (the reads served from lists)."""
+    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+    if run is not None:
+        events = explain_state.run_events(events, run)
+    plan = audit_state.plan_state(events, {0: changelog}, "cl", {0: start})
+    lo, hi = plan.warmup.get(0, (start, start))
+    warm, _ = audit.decode_records({0: [r for r in records if lo <= r.offset < hi]})
+    return plan, events, warm
+
+
 def _stateful(
     records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], config: LoadedConfig, start: int
 ) -> audit_state.StatefulReplay:
     """What ``replay --with-state --from START`` does, without Kafka (the reads served from lists)."""
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    plan = audit_state.plan_state(events, {0: changelog}, "cl", {0: start})
-    lo, hi = plan.warmup.get(0, (start, start))
-    warm, _ = audit.decode_records({0: [r for r in records if lo <= r.offset < hi]})
+    plan, events, warm = _plan(records, changelog, start)
     return audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
 
 
@@ -202,7 +230,7 @@ def test_compacted_changelog_skips_what_the_newer_state_covers(tmp_path: Path) -
     cut = max(envelope.decode(r.value).last_offset for r in compacted)
     start = 3
     events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    index = audit_state.index_changelog({0: compacted}, "cl", set(audit_state.first_offsets(events)))
+    index = audit_changelog.index_changelog({0: compacted}, "cl", set(audit_state.first_offsets(events)))
     bases = audit_state.select_bases(events, index)
     assert {b.origin for b in bases.values()} == {"compacted"}
     result = audit_state.replay_from_bases(events, {}, bases, config, TOPIC, include_all=False)
@@ -232,7 +260,7 @@ def test_expired_run_starts_afresh_after_its_last_state(tmp_path: Path) -> None:
     start = 20
     events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
     earlier, _ = audit.decode_records({0: [r for r in records if r.offset < start]})
-    index = audit_state.index_changelog({0: expired}, "cl", {(0, "sess-a")})
+    index = audit_changelog.index_changelog({0: expired}, "cl", {(0, "sess-a")})
     bases = audit_state.select_bases(events, index)
     last_a = envelope.decode(first_a.value).last_offset
     assert bases[(0, "sess-a")] == Base(None, last_a, "expired", first_a.offset)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from schemas.verdict import verdict_id
-from streams import audit, audit_state, explain_state
+from streams import audit, explain_state
 from streams.cli import main
 from streams.config_file import LoadedConfig
-from tests.commands.test_audit_state import GENERIC, TOPIC, _setup, _worker
+from tests.commands.test_audit_state import GENERIC, TOPIC, _plan, _setup, _worker
 from tests.support.scenarios import GATEWAY
 
 RUNS = ("sess-a", "sess-b")
@@ -26,11 +26,7 @@ def _explain(
     records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], config: LoadedConfig, start: int, run: str
 ) -> explain_state.StatefulExplanation:
     """What ``replay --from START --run RUN --with-state`` computes, the reads served from lists."""
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    mine = explain_state.run_events(events, run)
-    plan = audit_state.plan_state(mine, {0: changelog}, "cl", {0: start})
-    lo, hi = plan.warmup.get(0, (start, start))
-    warm, _ = audit.decode_records({0: [r for r in records if lo <= r.offset < hi]})
+    plan, mine, warm = _plan(records, changelog, start, run)
     return explain_state.explain_from_state(plan, mine, warm, config, run)
 
 

@@ -36,7 +36,9 @@ from tests.worker.harness import (
     read_topic,
     verdicts_by_id,
     wait_for,
+    write_config,
 )
+from tests.worker.support import event
 
 pytestmark = pytest.mark.integration
 
@@ -182,3 +184,64 @@ def test_run_with_state_explains_the_workers_verdicts(fed: Fed) -> None:
     lines = text.stdout.splitlines()
     assert lines[0].startswith("run sess-ws0: ") and lines[1].startswith(f"start 0@{start}: from the worker's stored")
     assert "calls already in the history" in lines[1]
+
+
+def test_expiry_inside_the_range_is_replayed(broker: Any, tmp_path: Path) -> None:
+    """The worker expires run-x (TTL) inside the range and it comes back: replay restarts it from empty too.
+
+    Low thresholds (warning 3, critical 6): the worker warns again after the restart, where continuing the old
+    history would block, so a replay that ignored the expiry would differ (as a plain replay does).
+    """
+    bootstrap = bootstrap_of(broker)
+    names = new_names("replay-expiry", partitions=1)
+    config = write_config(tmp_path)
+    assert json.loads(config.read_text())["tools"]["loopDetection"]["criticalThreshold"] == 6
+    ttl = ["--state-ttl", "1.5", "--sweep-interval", "0.3"]
+    worker = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", extra=ttl).start()
+    # offsets 0-2 and 3-6 (two batches: two versions of run-x), then both runs expire, then run-x at 7-11
+    lives = [
+        [event(i, "run-x") for i in range(3)],
+        [event(i, "run-x") for i in range(3, 5)] + [event(i, "run-y") for i in range(2)],
+        [event(i, "run-x") for i in range(5, 10)],
+    ]
+    try:
+        worker.wait_ready()
+        sent = 0
+        for n, chunk in enumerate(lives):
+            if n == 2:
+                wait_for(lambda: metric(worker.metrics(), "loopwatch_expired_runs_total") == 2, 20, "both expired")
+            produce(bootstrap, names.events, keyed(chunk))
+            sent += len(chunk)
+            wait_for(lambda n=sent: metric(worker.metrics(), "loopwatch_events_total") >= n, 30, f"{sent} applied")
+        published, _ = verdicts_by_id(read_topic(bootstrap, names.verdicts, names.partitions, settle=0.3))
+        worker.assert_no_errors()
+    finally:
+        worker.stop()
+    # the verdicts really depend on the reset: after it the worker warned at count 3 again (the 4th call), where
+    # continuing the old history (5 calls) would have blocked at the 2nd call
+    second = sorted(
+        (v["source"]["offset"], v["decision"], v["count"]) for v in published.values() if v["source"]["offset"] >= 7
+    )
+    assert second and second[0] == (10, "warning", 3) and all(d != "block" for _, d, _ in second), second
+
+    base = ["--topic", names.events, "--bootstrap", bootstrap, "--config", str(config)]
+    compare = ["--compare-verdicts", "--verdicts-topic", names.verdicts]
+    stateful = ["--with-state", "--group", names.group]
+    for start in ("0", "4"):  # 4: mid-run, from run-x's stored state (offsets <= 2) plus a warm-up of offset 3
+        plain = _cli(*base, "--from", start, *compare)
+        assert plain.returncode == 1 and plain.stdout.startswith("DIFFERENT:"), plain.stdout + plain.stderr
+        same = _cli(*base, "--from", start, *compare, *stateful, "--json")
+        assert same.returncode == 0, same.stdout + same.stderr
+        doc = json.loads(same.stdout)
+        assert doc["equal"] and doc["state"]["restarted_after_expiry"] == 1, doc
+        assert doc["state"]["expired_without_return"] == 1 and doc["state"]["expiry_unknown"] == 0  # run-y
+        assert "expiries in range: 1 restarts from empty replayed, 1 without a later event" in same.stderr
+        assert "are missing" not in same.stderr  # every changelog record is there (nothing compacted)
+
+    text = _cli(*base, "--from", "4", "--run", "run-x", *stateful)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert "1 restarts from empty after an expiry in range (at offsets 7)" in lines[1]
+    at = next(i for i, line in enumerate(lines) if "state expired by the worker (tombstone at changelog offset" in line)
+    assert lines[at].strip().endswith("restarting from empty") and lines[at + 1].startswith("     0@7  tool_call")
+    assert "history=0" in lines[at + 2]
