@@ -55,6 +55,11 @@ class WorkerMetrics:
             "Records seen again after a restart or rebalance and not applied twice",
             registry=r,
         )
+        self.skipped_offsets = Counter(
+            "loopwatch_skipped_offsets",
+            "Offsets of loopwatch.events never delivered between two delivered records (see streams.worker.offsets)",
+            registry=r,
+        )
         self.expired = Counter("loopwatch_expired_runs", "Runs removed after the idle TTL", registry=r)
         self.latency = Histogram(
             "loopwatch_event_to_verdict_seconds",

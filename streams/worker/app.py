@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.types import TP
@@ -44,6 +44,7 @@ from streams.worker import expiry
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
+from streams.worker.offsets import OffsetTracker
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import TABLE_NAME, WorkerSettings
 from streams.worker.storms import StormWatch
@@ -101,6 +102,7 @@ class LoopwatchWorker:
         self._pending_states: dict[bytes, bytes] = {}  # computed, not yet stored (verdicts unconfirmed)
         self._next_offsets: dict[int, int] = {}
         self._lag_partitions: set[int] = set()
+        self._offsets = OffsetTracker()
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
@@ -131,6 +133,7 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
+        app.on_partitions_revoked.connect(cast(Any, self._on_revoked))  # mode types receivers loosely
         self.storms = StormWatch(app, settings, metrics)
 
     # --- topics ------------------------------------------------------------------------------------------
@@ -215,10 +218,26 @@ class LoopwatchWorker:
             reader.cancel()
             acker.cancel()
 
+    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        """Faust's ``on_partitions_revoked`` signal (``revoked`` set of TPs): stop expecting their next offsets."""
+        revoked = args[0] if args else kwargs.get("revoked", ())
+        topic = self.settings.events_topic
+        self._offsets.forget(tp.partition for tp in revoked if tp.topic == topic)
+
     async def _read(self, stream: Any, queue: asyncio.Queue[Any]) -> None:
         error: BaseException | None = None
+        observe = self._offsets.observe
         try:
             async for event in stream.events():
+                message = event.message
+                jump = observe(message.partition, message.offset)
+                if jump is not None:
+                    self.metrics.skipped_offsets.inc(jump.count)
+                    log.warning(
+                        "%s[%d]: offsets %d..%d were never delivered (no records there, e.g. transaction markers "
+                        "or compaction, or a consumer defect)",
+                        message.topic, jump.partition, jump.first, jump.last,
+                    )  # fmt: skip
                 await queue.put(event)
         except asyncio.CancelledError:
             raise

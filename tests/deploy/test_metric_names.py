@@ -34,6 +34,7 @@ CONTRACT = {
     "loopwatch_state_bytes",
     "loopwatch_consumer_lag",
     "loopwatch_fleet_alerts_total",
+    "loopwatch_skipped_offsets_total",
 }
 
 
@@ -96,6 +97,7 @@ def _worker_like_registry(*, skip: str = "", initialise: bool = True) -> Collect
         "loopwatch_duplicate_events": (),
         "loopwatch_redelivered_events": (),
         "loopwatch_fleet_alerts": ("kind", "detector"),
+        "loopwatch_skipped_offsets": (),
     }
     for name, labels in counters.items():
         if f"{name}_total" == skip:
