@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -53,3 +55,26 @@ def test_a_stream_with_one_record_missing_reports_it(start: int, length: int) ->
     missing = start + length // 2
     jumps = [j for o in range(start, start + length + 1) if o != missing if (j := tracker.observe(0, o))]
     assert jumps == ([Jump(0, missing, missing)] if start < missing < start + length else [])
+
+
+def test_the_worker_forgets_partitions_faust_revokes(tmp_path: Path) -> None:
+    """Wired to Faust's real ``on_partitions_revoked`` signal (a partition owned again later starts afresh)."""
+    from faust.types import TP
+
+    from streams.config_file import LoadedConfig
+    from streams.metrics import WorkerMetrics
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.settings import WorkerSettings
+
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    tracker = worker._offsets
+    tracker.observe(0, 10)
+    tracker.observe(1, 10)
+
+    async def revoke() -> None:
+        await worker.app.on_partitions_revoked.send({TP("ev", 1), TP("other", 0)})
+
+    asyncio.run(revoke())
+    assert tracker.observe(1, 500) is None
+    assert tracker.observe(0, 500) == Jump(0, 11, 499)
