@@ -18,6 +18,7 @@ import yaml
 
 from tests.deploy.metric_names import DEPLOY, REPO_ROOT
 from tests.deploy.tools import run_compose
+from tests.deploy.topics import assert_audit_changelog
 
 COMPOSE_DIR = DEPLOY / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
@@ -162,6 +163,7 @@ def test_topic_init_creates_every_topic_with_the_worker_partition_count() -> Non
     for topic in TOPICS:
         assert topic in script
     assert "--if-not-exists" in script and '"$$PARTITIONS"' in script
+    assert_audit_changelog(script)
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     partitions = _default(init["environment"]["PARTITIONS"])
     assert partitions == _default(_services()["kafka"]["environment"]["KAFKA_NUM_PARTITIONS"])

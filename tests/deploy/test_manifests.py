@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy.metric_names import DEPLOY
+from tests.deploy.topics import assert_audit_changelog
 
 K8S = DEPLOY / "k8s"
 KUBERNETES_VERSION = "1.30.0"
@@ -217,6 +218,7 @@ def test_partition_count_and_topics_agree() -> None:
         assert topic in script, topic
     assert "--if-not-exists" in script
     assert _env(_worker_container())["LOOPWATCH_BOOTSTRAP"] == job_env["BOOTSTRAP"]
+    assert_audit_changelog(script)
 
 
 # ------------------------------------------------------------------------------------------- scraping
