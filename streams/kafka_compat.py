@@ -27,9 +27,10 @@
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
-``Transport.Consumer`` -> ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only
-``highwaters`` (used solely by table recovery) and ``on_start`` (to reach its own group coordinator).
-Nothing global is patched.
+``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow``, for
+remedy 3) -> ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
+(used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions) and ``on_start``
+(to reach its own group coordinator). Nothing global is patched.
 """
 
 from __future__ import annotations
