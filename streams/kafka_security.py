@@ -74,6 +74,13 @@ def _env_name(prop: str) -> str:
     return ENV_PREFIX + prop.upper().replace(".", "_")
 
 
+def _refuse_unused(protocol: str, hint: str, *settings: tuple[str, str | None]) -> None:
+    """Settings the protocol would silently ignore are an error: the user meant something else."""
+    given = [prop for prop, value in settings if value]
+    if given:
+        raise KafkaSecurityError(f"{', '.join(given)} given but security.protocol is {protocol}; {hint}")
+
+
 @dataclass(frozen=True)
 class KafkaSecurity:
     """Connection security for Kafka clients; the default is PLAINTEXT (no TLS, no SASL)."""
@@ -112,35 +119,22 @@ class KafkaSecurity:
                     f"{_env_name('sasl.password')}_FILE or the --kafka-config file; never a flag)"
                 )
         else:
-            given = [
-                prop
-                for prop, value in (
-                    ("sasl.mechanism", self.sasl_mechanism),
-                    ("sasl.username", self.sasl_username),
-                    ("sasl.password", self.sasl_password),
-                )
-                if value
-            ]
-            if given:
-                raise KafkaSecurityError(
-                    f"{', '.join(given)} given but security.protocol is {protocol}; "
-                    "use SASL_SSL (or SASL_PLAINTEXT) so the credentials are used"
-                )
+            _refuse_unused(
+                protocol,
+                "use SASL_SSL (or SASL_PLAINTEXT) so the credentials are used",
+                ("sasl.mechanism", self.sasl_mechanism),
+                ("sasl.username", self.sasl_username),
+                ("sasl.password", self.sasl_password),
+            )
         if not self.uses_tls:
-            given = [
-                prop
-                for prop, value in (
-                    ("ssl.ca.location", self.ssl_cafile),
-                    ("ssl.certificate.location", self.ssl_certfile),
-                    ("ssl.key.location", self.ssl_keyfile),
-                    ("ssl.key.password", self.ssl_key_password),
-                )
-                if value
-            ]
-            if given:
-                raise KafkaSecurityError(
-                    f"{', '.join(given)} given but security.protocol is {protocol}; use SSL or SASL_SSL"
-                )
+            _refuse_unused(
+                protocol,
+                "use SSL or SASL_SSL",
+                ("ssl.ca.location", self.ssl_cafile),
+                ("ssl.certificate.location", self.ssl_certfile),
+                ("ssl.key.location", self.ssl_keyfile),
+                ("ssl.key.password", self.ssl_key_password),
+            )
         if self.ssl_keyfile and not self.ssl_certfile:
             raise KafkaSecurityError("ssl.key.location needs ssl.certificate.location (the client certificate)")
         if self.ssl_key_password and not self.ssl_certfile:
