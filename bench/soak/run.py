@@ -31,7 +31,6 @@ import functools
 import json
 import math
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -48,8 +47,9 @@ import orjson
 
 from bench.soak import compare, stats
 from bench.soak.traffic import gateways_for, soak_events
-from tests.support.procs import free_port, python_env, start_process, stop_all, stop_process
-from tests.worker.harness import scrape  # the one /metrics parser of tests and benchmarks
+from streams.worker.settings import WorkerSettings
+from tests.support.procs import stop_all
+from tests.worker.harness import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
@@ -93,81 +93,35 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-@dataclass
-class Worker:
-    """One ``python -m streams.cli worker`` subprocess on its own topics, group, data dir and ports."""
+class Worker(WorkerProcess):
+    """The tests' worker process (its own topics, group, data dir and ports) with the soak's settings."""
 
-    bootstrap: str
-    prefix: str
-    workdir: Path
-    partitions: int
-    ttl: float
-    sweep: float | None = None
-    store: str = "rocksdb"
-    extra: Sequence[str] = ()
-    write_buffer_mb: float | None = None
-    proc: subprocess.Popen[bytes] | None = None
-    metrics_port: int = field(default_factory=free_port)
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        workdir: Path,
+        partitions: int,
+        ttl: float,
+        sweep: float | None = None,
+        store: str = "rocksdb",
+        extra: Sequence[str] = (),
+        write_buffer_mb: float | None = None,
+    ) -> None:
+        # the worker's own default when no sweep is given (the harness otherwise sweeps every 0.5 s)
+        sweep_interval = WorkerSettings(state_ttl=ttl, sweep_interval=sweep).effective_sweep_interval
+        flags = ["--state-ttl", str(ttl), "--sweep-interval", str(sweep_interval)]
+        if write_buffer_mb is not None:
+            flags += ["--rocksdb-write-buffer-mb", str(write_buffer_mb)]
+        names = Names(prefix, partitions)
+        super().__init__(
+            bootstrap, names, workdir, config=CONFIG, store=store, name=f"{prefix}-worker", extra=[*flags, *extra]
+        )
+        self.events_topic = names.events
+        self.verdicts_topic = names.verdicts
 
-    @property
-    def events_topic(self) -> str:
-        return f"{self.prefix}.events"
-
-    @property
-    def verdicts_topic(self) -> str:
-        return f"{self.prefix}.verdicts"
-
-    @property
-    def data_dir(self) -> Path:
-        return self.workdir / f"{self.prefix}-data"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"{self.prefix}-worker.log"
-
-    def start(self) -> Worker:
-        cmd = [
-            sys.executable, "-m", "streams.cli", "worker",
-            "--bootstrap", self.bootstrap, "--embedded", "--group", f"{self.prefix}-lw",
-            "--events-topic", self.events_topic, "--verdicts-topic", self.verdicts_topic,
-            "--dead-letter-topic", f"{self.prefix}.dead-letter", "--partitions", str(self.partitions),
-            "--store", self.store, "--data-dir", str(self.data_dir),
-            "--metrics-port", str(self.metrics_port), "--web-port", str(free_port()),
-            "--config", str(CONFIG), "--state-ttl", str(self.ttl), "--log-level", "info",
-            *(["--sweep-interval", str(self.sweep)] if self.sweep is not None else []),
-            "--fleet-alerts-topic", f"{self.prefix}.fleet-alerts",
-            *(["--rocksdb-write-buffer-mb", str(self.write_buffer_mb)] if self.write_buffer_mb is not None else []),
-            *self.extra,
-        ]  # fmt: skip
-        env = python_env()
-        self.proc = start_process(cmd, env=env, log_path=self.log_path, cwd=REPO)
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log(self) -> str:
-        return self.log_path.read_bytes().decode("utf-8", "replace") if self.log_path.exists() else ""
-
-    async def wait_ready(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while "Worker]: Ready" not in self.log():
-            if not self.alive():
-                raise RuntimeError(f"worker {self.prefix} exited early:\n{self.log()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"worker {self.prefix} not ready within {timeout:.0f}s; see {self.log_path}")
-            await asyncio.sleep(0.2)
-
-    def error_lines(self) -> list[str]:
-        return [ln for ln in self.log().splitlines() if re.search(r"\[(CRITICAL|ERROR)\]|Traceback", ln)]
-
-    def stop(self) -> int | None:
-        return stop_process(self.proc, 30.0) if self.proc is not None else None
+    async def ready(self, timeout: float = 90.0) -> None:
+        await asyncio.to_thread(self.wait_ready, timeout)
 
 
 @functools.cache
@@ -291,7 +245,7 @@ async def calibrate(
         raise RuntimeError(f"calibration: {producer.failed} events not acknowledged")
     worker.start()
     try:
-        await worker.wait_ready()
+        await worker.ready()
         points: list[tuple[float, float, float]] = []
         deadline = time.monotonic() + max(120.0, events / 500.0)
         while time.monotonic() < deadline:
@@ -519,7 +473,7 @@ async def soak(args: argparse.Namespace, bootstrap: str, broker_pid: int | None,
     producer = Producer(bootstrap, worker.events_topic, args.events_file, rate=rate, seed=args.seed)
     reader = VerdictReader(bootstrap, worker.verdicts_topic, args.partitions)
     try:
-        await worker.wait_ready()
+        await worker.ready()
         await producer.start()
         await reader.start()
         sampler = Sampler(worker, producer, reader, broker_pid)
@@ -579,7 +533,7 @@ async def soak(args: argparse.Namespace, bootstrap: str, broker_pid: int | None,
         await producer.stop()
         await reader.stop()
         errors = worker.error_lines()
-        code = worker.stop()
+        code = worker.stop(30.0)
     summary["worker_exit"] = code
     summary["worker_error_lines"] = errors[:20]
     summary["produced"] = producer.sent

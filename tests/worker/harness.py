@@ -156,15 +156,14 @@ class WorkerProcess:
             return None
         return kill_process(self.proc)
 
+    def error_lines(self) -> list[str]:
+        """Logged errors, and skipped offsets of the events topic (the producers here are not transactional and
+        nothing is compacted, so a skipped offset is a lost event)."""
+        pattern = re.compile(r"\[(CRITICAL|ERROR)\]|Traceback|were never delivered")
+        return [line for line in self.log().splitlines() if pattern.search(line)]
+
     def assert_no_errors(self) -> None:
-        """No error logged, and no offset of the events topic skipped (the producers here are not
-        transactional and nothing is compacted, so a skipped offset is a lost event)."""
-        text = self.log()
-        bad = [
-            line
-            for line in text.splitlines()
-            if re.search(r"\[(CRITICAL|ERROR)\]|Traceback|were never delivered", line)
-        ]
+        bad = self.error_lines()
         assert not bad, f"worker {self.name} logged errors:\n" + "\n".join(bad[:20])
 
 
