@@ -28,14 +28,13 @@ import orjson
 
 from schemas import Event, SourceRef
 from streams.config_file import LoadedConfig
-from streams.decode import InvalidEvent, decode_event, scope_key, to_tool_event
+from streams.decode import Rejection, accept, scope_key, to_tool_event
 from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
 from streams.runner import step, to_verdict
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
-KEY_MISMATCH: Final = "key_mismatch"
 
 
 class RangeError(ValueError):
@@ -127,13 +126,18 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True)
 class BadRecord:
+    """A topic record :func:`streams.decode.accept` refused (the worker dead-lettered it)."""
+
     partition: int
     offset: int
-    reason: str
-    detail: str
+    rejection: Rejection
+
+    @property
+    def reason(self) -> str:
+        return self.rejection.reason
 
     def describe(self, topic: str) -> str:
-        return f"{topic}[{self.partition}]@{self.offset}: invalid event ({self.reason}): {self.detail}"
+        return self.rejection.describe(f"{topic}[{self.partition}]@{self.offset}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +162,9 @@ def decode_records(
     for partition in sorted(records_by_partition):
         out = events[partition] = []
         for rec in sorted(records_by_partition[partition], key=lambda r: r.offset):
-            try:
-                event = decode_event(rec.value)
-            except InvalidEvent as exc:
-                bad.append(BadRecord(partition, rec.offset, exc.reason, exc.detail))
-                continue
-            if rec.key != scope_key(event).encode("utf-8"):
-                detail = "record has no key" if rec.key is None else "record key differs from the event's scope key"
-                bad.append(BadRecord(partition, rec.offset, KEY_MISMATCH, detail + " (run_id, else session_id)"))
+            event = accept(rec.key, rec.value)
+            if type(event) is Rejection:
+                bad.append(BadRecord(partition, rec.offset, event))
                 continue
             out.append(PositionedEvent(rec.offset, event, partition))
     return events, bad

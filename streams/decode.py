@@ -25,7 +25,8 @@ hash):
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypeAlias, get_args
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias, final, get_args
 
 import orjson
 from pydantic import ValidationError
@@ -54,6 +55,12 @@ InvalidReason: TypeAlias = Literal[
     "schema_invalid",
 ]
 INVALID_REASONS: Final[tuple[InvalidReason, ...]] = get_args(InvalidReason)
+#: Why a valid event's record is still refused: its key is not the event's scope key, so the run's events may be
+#: spread over partitions and neither their order nor the run table's partitioning would hold.
+KEY_MISMATCH: Final = "key_mismatch"
+RejectReason: TypeAlias = Literal[InvalidReason, "key_mismatch"]
+#: Every reason a topic record is refused (:func:`accept`): the dead-letter and metric labels.
+REJECT_REASONS: Final[tuple[RejectReason, ...]] = (*INVALID_REASONS, KEY_MISMATCH)
 DEFAULT_MAX_BYTES: Final = DEFAULT_LIMITS.max_bytes
 
 
@@ -184,6 +191,34 @@ def scope_key_of(run_id: str | None, session_id: str) -> str:
         if trimmed:
             return trimmed
     return session_id
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a topic record is not taken: the dead-letter reason and a detail without any argument values."""
+
+    reason: RejectReason
+    detail: str
+
+    def describe(self, where: str) -> str:
+        return f"{where}: invalid event ({self.reason}): {self.detail}"
+
+
+def accept(key: bytes | None, value: bytes | bytearray | memoryview) -> Event | Rejection:
+    """The one acceptance rule for a topic record: a valid event whose record key is its scope key.
+
+    The worker dead-letters exactly what this rejects, and every audit that reads a topic (replay, what-if)
+    skips exactly that, so their predictions cannot drift from what the worker applies.
+    """
+    try:
+        event = decode_event(value)
+    except InvalidEvent as exc:
+        return Rejection(exc.reason, exc.detail)
+    if key != scope_key(event).encode("utf-8"):
+        detail = "record has no key" if key is None else "record key differs from the event's scope key"
+        return Rejection(KEY_MISMATCH, detail + " (run_id, else session_id)")
+    return event
 
 
 def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:

@@ -18,10 +18,8 @@ from prometheus_client.process_collector import ProcessCollector
 
 from schemas import EVENT_TYPES, DecisionName, DetectorId
 from schemas.fleet_alert import StormKind
-from streams.decode import INVALID_REASONS
+from streams.decode import REJECT_REASONS
 
-#: Dead-letter reasons the worker adds to the decoder's.
-EXTRA_INVALID_REASONS: Final = ("key_mismatch",)
 LATENCY_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 )  # fmt: skip
@@ -100,9 +98,7 @@ class WorkerMetrics:
             for detector in get_args(DetectorId):
                 self.fleet_alerts.labels(kind=kind, detector=detector)
         self.events_by_type = {name: self.events.labels(type=name) for name in EVENT_TYPES}
-        self.invalid_by_reason = {
-            name: self.invalid.labels(reason=name) for name in (*INVALID_REASONS, *EXTRA_INVALID_REASONS)
-        }
+        self.invalid_by_reason: dict[str, Counter] = {name: self.invalid.labels(reason=name) for name in REJECT_REASONS}
         self.verdicts_by_kind = {
             (decision, detector): self.verdicts.labels(decision=decision, detector=detector)
             for decision in get_args(DecisionName)

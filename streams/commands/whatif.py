@@ -20,7 +20,7 @@ import orjson
 
 from streams.audit import TopicRecord
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
-from streams.decode import InvalidEvent, decode_event
+from streams.decode import InvalidEvent, Rejection, accept, decode_event
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.whatif import (
     IndexedEvent,
@@ -165,16 +165,17 @@ def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], 
 
 
 def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[IndexedEvent], int]:
-    """Decode topic records (already in processing order); index = position, source = partition/offset."""
+    """Accept topic records (already in processing order) as the worker does; index = position, source =
+    partition/offset. Refused records (the worker dead-letters them) are reported on stderr and counted."""
     events: list[IndexedEvent] = []
     bad = 0
     for index, rec in enumerate(records):
-        try:
-            events.append(IndexedEvent(index, decode_event(rec.value), (rec.partition, rec.offset)))
-        except InvalidEvent as exc:
+        event = accept(rec.key, rec.value)
+        if type(event) is Rejection:
             bad += 1
-            where = f"{topic}[{rec.partition}]@{rec.offset}"
-            print(f"{where}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+            print(event.describe(f"{topic}[{rec.partition}]@{rec.offset}"), file=sys.stderr)
+            continue
+        events.append(IndexedEvent(index, event, (rec.partition, rec.offset)))
     return events, bad
 
 

@@ -23,12 +23,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import orjson
 
 from schemas import Event, SourceRef
 from streams.config_file import LoadedConfig
-from streams.decode import InvalidEvent, decode_event, scope_key
+from streams.decode import Rejection, accept
 from streams.detection import RunState
 from streams.runner import step, to_verdict
 from streams.worker import envelope
@@ -36,10 +37,6 @@ from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_let
 from streams.worker.envelope import StoredRun
 
 log = logging.getLogger(__name__)
-
-#: Dead-letter reason for a valid event whose record key is not its scope key: its run's events may be spread
-#: over partitions, so neither ordering nor the table's partitioning would hold.
-KEY_MISMATCH = "key_mismatch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +105,11 @@ def plan_batch(
     dead: list[DeadLetter] = []
     for index, rec in enumerate(records):
         raw = rec.value if rec.value is not None else b""
-        try:
-            event = decode_event(raw)
-        except InvalidEvent as exc:
-            dead.append(_dead(rec, raw, exc.reason, exc.detail, received_at_ms, policy))
+        event = accept(rec.key, raw)
+        if type(event) is Rejection:
+            dead.append(_dead(rec, raw, event.reason, event.detail, received_at_ms, policy))
             continue
-        key = scope_key(event).encode("utf-8")
-        if rec.key != key:
-            detail = "record has no key" if rec.key is None else "record key differs from the event's scope key"
-            dead.append(_dead(rec, raw, KEY_MISMATCH, detail + " (run_id, else session_id)", received_at_ms, policy))
-            continue
+        key = cast(bytes, rec.key)  # accept() checked that it is the event's scope key
         group = groups.get(key)
         if group is None:
             group = groups[key] = RunGroup(key)

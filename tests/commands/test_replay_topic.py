@@ -12,7 +12,7 @@ import pytest
 from streams import audit
 from streams.cli import main
 from streams.config_file import load_openclaw_config
-from streams.decode import decode_event, scope_key
+from streams.decode import KEY_MISMATCH, decode_event, scope_key
 from streams.detection import RunState
 from streams.runner import step, to_verdict
 from tests.support.scenarios import load_scenarios, wire_events, write_inputs
@@ -101,7 +101,7 @@ def test_key_mismatch_is_skipped_like_the_worker() -> None:
     recs = {0: [audit.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), audit.TopicRecord(0, 1, 0, None, b"{}")]}
     decoded, bad = audit.decode_records(recs)
     assert decoded == {0: []}
-    assert bad[0].reason == audit.KEY_MISMATCH
+    assert bad[0].reason == KEY_MISMATCH
     assert "t[0]@0: invalid event (key_mismatch)" in bad[0].describe("t")
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.decode import INVALID_REASONS, InvalidEvent, decode_event, scope_key
+from streams.decode import INVALID_REASONS, KEY_MISMATCH, InvalidEvent, decode_event, scope_key
 from tests.fuzz.hostile import EAGER_CONFIG, FUZZ, records
 
 processing = pytest.importorskip("streams.worker.processing")
@@ -35,7 +35,7 @@ def test_hostile_batches_are_applied_or_dead_lettered(batch: list[bytes]) -> Non
     grouped = sum(len(group.indexes) for group in plan.groups.values())
     assert grouped + len(plan.dead_letters) == len(inputs)
     for dead in plan.dead_letters:
-        assert dead.reason in (*INVALID_REASONS, processing.KEY_MISMATCH)
+        assert dead.reason in (*INVALID_REASONS, KEY_MISMATCH)
         assert len(dead.value) <= deadletter.MAX_RECORD_BYTES
         assert orjson.loads(dead.value)["reason"] == dead.reason
     runner = processing.RunProcessor(EAGER_CONFIG)

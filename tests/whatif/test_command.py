@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from streams import audit
 from streams.cli import main
 from streams.commands.whatif import TopicRecord, read_records
 from streams.config_file import LoadedConfig
+from streams.decode import KEY_MISMATCH
 from streams.whatif import build_report, to_json
+from streams.worker.processing import InputRecord, plan_batch
 from tests.support.scenarios import config_document, wire_events
 from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
 
@@ -124,10 +128,14 @@ def test_html_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert text.count('class="chart chart-sweep"') == 1
 
 
+def _key(event: dict[str, Any]) -> bytes:
+    return str(event["run_id"] or event["session_id"]).encode()
+
+
 def test_topic_records_keep_their_partition_and_offset() -> None:
     scenario = SCENARIOS[STICKY]
     records = [
-        TopicRecord(1, 100 + i, 1_767_225_600_000 + i, None, json.dumps(e).encode())
+        TopicRecord(1, 100 + i, 1_767_225_600_000 + i, _key(e), json.dumps(e).encode())
         for i, e in enumerate(wire_events(scenario))
     ]
     events, bad = read_records([*records, TopicRecord(1, 999, 0, None, b"")], "loopwatch.events")
@@ -138,6 +146,31 @@ def test_topic_records_keep_their_partition_and_offset() -> None:
     first = report["changed_runs"][0]["changes"][0]
     assert first["source"] == {"partition": 1, "offset": 115}
     assert first["text"] == "index 15 (partition 1 offset 115) (read): none → block generic_repeat count 15"
+
+
+def test_topic_records_are_refused_exactly_as_the_worker_dead_letters_them(capsys: pytest.CaptureFixture[str]) -> None:
+    events = wire_events(SCENARIOS[STICKY])
+    key = _key(events[0])
+    values = [json.dumps(e).encode() for e in events[:6]]
+    keys: list[bytes | None] = [key, b"not-the-scope-key", key, None, key, key]
+    values[4] = b"{not json"
+    records = [TopicRecord(0, offset, offset, k, v) for offset, (k, v) in enumerate(zip(keys, values, strict=True))]
+
+    worker = plan_batch([InputRecord("t", 0, r.offset, r.key, r.value) for r in records], 0)
+    dead = [d.reason for d in worker.dead_letters]
+    assert dead == [KEY_MISMATCH, KEY_MISMATCH, "not_json"]
+    applied = [records[i].offset for g in worker.groups.values() for i in g.indexes]
+
+    whatif_events, whatif_bad = read_records(records, "t")
+    assert [e.source for e in whatif_events] == [(0, offset) for offset in applied] == [(0, 0), (0, 2), (0, 5)]
+    assert whatif_bad == len(dead)
+    err = capsys.readouterr().err
+    assert "t[0]@1: invalid event (key_mismatch): record key differs" in err
+    assert "t[0]@3: invalid event (key_mismatch): record has no key" in err
+
+    replayed, replay_bad = audit.decode_records({0: records})
+    assert [pe.index for pe in replayed[0]] == applied
+    assert [(b.offset, b.reason) for b in replay_bad] == [(1, KEY_MISMATCH), (3, KEY_MISMATCH), (4, "not_json")]
 
 
 def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(

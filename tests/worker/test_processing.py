@@ -19,10 +19,9 @@ import orjson
 import pytest
 
 from streams.commands.replay import replay_lines
-from streams.decode import INVALID_REASONS
+from streams.decode import INVALID_REASONS, KEY_MISMATCH
 from streams.worker import envelope
 from streams.worker.processing import (
-    KEY_MISMATCH,
     InputRecord,
     Publication,
     RunProcessor,
