@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import signal
@@ -276,10 +275,6 @@ def _progress_line(n: int, first: float | None, first_cpu: float, first_n: int) 
     return json.dumps({"done": n, "seconds": now - (first or now), "cpu": cpu, "first_n": first_n})
 
 
-def _loaded(state: Any, _scope: str) -> Any:
-    return state
-
-
 def textbook_worker(args: argparse.Namespace) -> int:
     import faust
     import msgpack
@@ -322,7 +317,7 @@ def textbook_worker(args: argparse.Namespace) -> int:
                 continue
             stored = table.get(event.key)
             state = RunState.from_primitive(msgpack.unpackb(stored)[1]) if stored else None
-            result = step(functools.partial(_loaded, state), ev, config)
+            result = step(state, ev, config)
             table[event.key] = msgpack.packb([event.message.offset, result.state.to_primitive()])
             message = event.message
             for decision in result.decisions:

@@ -32,7 +32,7 @@ from streams.decode import Rejection, accept, scope_key, to_tool_event
 from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
-from streams.runner import step, to_verdict
+from streams.runner import Replayer
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
 
@@ -152,6 +152,12 @@ class PositionedEvent:
     def label(self) -> str:
         return f"{self.partition}@{self.index}" if self.partition is not None else f"#{self.index}"
 
+    def source(self, topic: str) -> SourceRef | None:
+        """The verdict ``source`` of a topic event (None for a file line)."""
+        if self.partition is None:
+            return None
+        return SourceRef(topic=topic, partition=self.partition, offset=self.index)
+
 
 def decode_records(
     records_by_partition: Mapping[int, Sequence[TopicRecord]],
@@ -179,34 +185,10 @@ def replay_partitions(
     """
     out: list[dict[str, Any]] = []
     for partition in sorted(events):
-        states: dict[str, RunState] = {}
+        replayer = Replayer(config, include_all=include_all)
         for pe in events[partition]:
-            out.extend(apply_positioned(states, pe, config, topic, partition, include_all=include_all))
+            out.extend(replayer.records(pe.event, pe.index, pe.source(topic)))
     return out
-
-
-def apply_positioned(
-    states: dict[str, Any],
-    pe: PositionedEvent,
-    config: LoadedConfig,
-    topic: str,
-    partition: int,
-    *,
-    include_all: bool,
-) -> list[dict[str, Any]]:
-    """Apply one topic event to ``states`` (updated in place); its decisions as replay output records."""
-    result = step(states.get, pe.event, config)
-    states[result.scope] = result.state
-    source = SourceRef(topic=topic, partition=partition, offset=pe.index)
-    return [
-        {
-            "index": pe.index,
-            "published": decision.published,
-            **to_verdict(pe.event, decision, config_hash=config.config_hash, source=source).model_dump(mode="json"),
-        }
-        for decision in result.decisions
-        if decision.published or include_all
-    ]
 
 
 # --- comparison -------------------------------------------------------------------------------------------
@@ -411,11 +393,11 @@ def explain_run(
     """Every event of ``run`` (by run id or scope key) in order, with detector counts and decisions.
 
     Counts are computed with the core's own detector functions on the scope's history before the event is
-    applied; the state then advances through the same :func:`streams.runner.step` as replay and the worker.
+    applied; the state then advances through the same :class:`streams.runner.Replayer` as replay.
     ``start`` holds the scopes' states before the first event (default: empty; see :mod:`streams.explain_state`);
     ``restarts`` maps an event's index to why its scope's state is emptied right before it.
     """
-    states: dict[str, RunState | None] = dict(start or {})
+    replayer = Replayer(config, start)
     steps: list[ExplainStep] = []
     for pe in events:
         event = pe.event
@@ -424,8 +406,8 @@ def explain_run(
         tool_event = to_tool_event(event)
         restart = restarts.get(pe.index) if restarts is not None else None
         if restart is not None:
-            states[tool_event.scope] = None
-        before = states.get(tool_event.scope)
+            replayer.restart(tool_event.scope)
+        before = replayer.state(tool_event.scope)
         loop = config.for_agent(event.agent_id)
         sig: str | None = None
         result_hash: str | None = None
@@ -444,8 +426,7 @@ def explain_run(
                 unknown_tool_streak=unknown_tool_streak(history, tool_event.tool)[0],
                 history=len(history),
             )
-        result = step(states.get, event, config)
-        states[result.scope] = result.state
+        result = replayer.apply(event)
         steps.append(
             ExplainStep(
                 label=pe.label,

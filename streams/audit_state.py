@@ -64,7 +64,7 @@ from streams.audit_changelog import (
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
-from streams.runner import step
+from streams.runner import Replayer
 from streams.worker.settings import DEFAULT_GROUP, TABLE_NAME, env_default
 
 #: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
@@ -111,7 +111,7 @@ def confirm_first_version(
     """
     if candidate.origin != "compacted" or candidate.state is None:
         return candidate
-    states: dict[str, RunState] = {}
+    replayer = Replayer(config)
     state: RunState | None = None
     applied = 0
     for pe in run_events:
@@ -119,8 +119,7 @@ def confirm_first_version(
             continue
         if pe.index > candidate.after:
             break
-        result = step(states.get, pe.event, config)
-        state = states[result.scope] = result.state
+        state = replayer.apply(pe.event).state
         applied += 1
     if applied and state is not None and state.to_primitive() == candidate.state.to_primitive():
         return replace(candidate, state=None, after=lookback_after, origin="first")
@@ -238,7 +237,7 @@ def replay_from_bases(
     """
     out = StatefulReplay([], dict(bases), set())
     for partition in sorted(events):
-        start = start_partition(partition, warmup, bases, config)
+        start = start_partition(partition, warmup, bases, config, include_all=include_all)
         out.warmed += sum(start.warmed.values())
         for pe in events[partition]:
             if start.covers(pe):
@@ -246,9 +245,7 @@ def replay_from_bases(
                 continue
             if start.restart(pe) is not None:
                 out.restarted += 1
-            out.records.extend(
-                audit.apply_positioned(start.states, pe, config, topic, partition, include_all=include_all)
-            )
+            out.records.extend(start.replayer.records(pe.event, pe.index, pe.source(topic)))
     return out
 
 
@@ -256,7 +253,7 @@ def replay_from_bases(
 class PartitionStart:
     """One partition's run states at the start of the range: each run's base plus its warm-up."""
 
-    states: dict[str, RunState | None]
+    replayer: Replayer  # the runs' states
     after: dict[str, int]  # scope key -> the last offset its state covers
     warmed: dict[str, int] = field(default_factory=dict)  # scope key -> earlier events applied silently
     restarts: dict[int, Restart] = field(default_factory=dict)  # range offset -> the expiry restarting its run
@@ -270,7 +267,7 @@ class PartitionStart:
         emptied here too (call right before applying ``pe``)."""
         found = self.restarts.get(pe.index)
         if found is not None:
-            self.states[scope_key(pe.event)] = None
+            self.replayer.restart(scope_key(pe.event))
         return found
 
 
@@ -279,20 +276,21 @@ def start_partition(
     warmup: Mapping[int, Sequence[audit.PositionedEvent]],
     bases: Mapping[tuple[int, str], Base],
     config: LoadedConfig,
+    *,
+    include_all: bool = False,
 ) -> PartitionStart:
     """The bases of ``partition``'s runs, advanced silently through their ``warmup`` events past ``after``."""
-    start = PartitionStart({}, {})
+    start = PartitionStart(Replayer(config, include_all=include_all), {})
     for (p, key), base in bases.items():
         if p == partition:
-            start.states[key] = base.state
+            start.replayer.states[key] = base.state
             start.after[key] = base.after
             start.restarts.update((r.offset, r) for r in base.expiries.restarts)
     for pe in warmup.get(partition, ()):
         key = scope_key(pe.event)
         if key not in start.after or pe.index <= start.after[key]:
             continue
-        result = step(start.states.get, pe.event, config)
-        start.states[result.scope] = result.state
+        start.replayer.apply(pe.event)
         start.after[key] = pe.index
         start.warmed[key] = start.warmed.get(key, 0) + 1
     return start

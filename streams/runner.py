@@ -1,17 +1,20 @@
 """The one path from a decoded event to decisions and verdict records.
 
 Replay (file or topic) and the Faust worker both go through here, so streaming output equals replay output
-by construction: the only difference between them is where state lives and where verdicts are written.
+by construction: the only difference between them is where state lives and where verdicts are written. The
+worker applies :func:`step` to the state it reads from its table; everything offline keeps its runs in one
+:class:`Replayer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from schemas import Event, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
-from streams.decode import to_tool_event
+from streams.decode import scope_key, to_tool_event
 from streams.detection import Decision, RunState, apply
 
 VERDICT_VERSION = 1
@@ -26,11 +29,62 @@ class Step:
     decisions: list[Decision]
 
 
-def step(load: Callable[[str], RunState | None], event: Event, config: LoadedConfig) -> Step:
-    """Apply ``event`` to the state ``load`` returns for its scope key."""
+def step(state: RunState | None, event: Event, config: LoadedConfig) -> Step:
+    """Apply ``event`` to ``state``, the state of its run (None: the run has none yet)."""
     tool_event = to_tool_event(event)
-    new_state, decisions = apply(load(tool_event.scope), tool_event, config.for_agent(event.agent_id))
+    new_state, decisions = apply(state, tool_event, config.for_agent(event.agent_id))
     return Step(tool_event.scope, new_state, decisions)
+
+
+class Replayer:
+    """Run states by scope key, advanced event by event through :func:`step`: the one offline replay loop.
+
+    File and topic replay, the ``--with-state`` audits and their warm-up, explanations and what-if all keep
+    their runs here, so they cannot differ in how state is carried or in which decisions count: the published
+    ones (what the worker sends), or every one with ``include_all``.
+    """
+
+    __slots__ = ("config", "include_all", "states")
+
+    def __init__(
+        self, config: LoadedConfig, states: Mapping[str, RunState | None] | None = None, *, include_all: bool = False
+    ) -> None:
+        self.config = config
+        self.include_all = include_all
+        self.states: dict[str, RunState | None] = dict(states) if states else {}
+
+    def state(self, scope: str) -> RunState | None:
+        return self.states.get(scope)
+
+    def restart(self, scope: str) -> None:
+        """Forget ``scope``'s state: its next event starts the run afresh (as after the worker expired it)."""
+        self.states[scope] = None
+
+    def apply(self, event: Event) -> Step:
+        """Apply ``event`` to its run's state and keep the new one."""
+        result = step(self.states.get(scope_key(event)), event, self.config)
+        self.states[result.scope] = result.state
+        return result
+
+    def counted(self, result: Step) -> list[Decision]:
+        """The decisions of ``result`` that count (see the class docstring)."""
+        if self.include_all:
+            return result.decisions
+        return [d for d in result.decisions if d.published]
+
+    def records(self, event: Event, index: int, source: SourceRef | None = None) -> list[dict[str, Any]]:
+        """Apply ``event``; one replay output record per counted decision: its verdict plus ``index`` (line or
+        offset) and ``published`` (whether the worker sends it)."""
+        result = self.apply(event)
+        config_hash = self.config.config_hash
+        return [
+            {
+                "index": index,
+                "published": decision.published,
+                **to_verdict(event, decision, config_hash=config_hash, source=source).model_dump(mode="json"),
+            }
+            for decision in self.counted(result)
+        ]
 
 
 def to_verdict(

@@ -12,8 +12,7 @@ import pytest
 from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.detection import RunState
-from streams.runner import step
+from streams.runner import Replayer
 from streams.simulate import BASE_TS_MS, MALFORMED_KINDS, simulate, simulate_events
 
 ENABLED = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}})
@@ -26,15 +25,14 @@ def _fleet(seed: int, **options: Any) -> list[tuple[bytes, bytes]]:
 
 def _decisions(values: list[bytes], config: LoadedConfig) -> list[tuple[int, str, str, str, int, bool]]:
     """``(index, decision, detector, tool, count, published)`` for every decision, as replay --all sees it."""
-    states: dict[str, RunState] = {}
+    replayer = Replayer(config)
     out: list[tuple[int, str, str, str, int, bool]] = []
     for index, value in enumerate(values):
         try:
             event = decode_event(value)
         except InvalidEvent:
             continue
-        result = step(states.get, event, config)
-        states[result.scope] = result.state
+        result = replayer.apply(event)
         out += [(index, d.decision, d.detector, d.tool, d.count, d.published) for d in result.decisions]
     return out
 

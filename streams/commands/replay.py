@@ -24,9 +24,8 @@ import orjson
 from streams import audit, audit_state, explain_state
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
-from streams.detection import RunState
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
-from streams.runner import step, to_verdict
+from streams.runner import Replayer
 
 
 def register(sub: Any) -> None:
@@ -102,7 +101,7 @@ def replay_lines(
     Without ``skip_invalid`` the first bad line stops the replay (later lines are still checked so that every
     bad line is reported) and the exit status is 2: an audit must not silently diverge from the input.
     """
-    states: dict[str, RunState] = {}
+    replayer = Replayer(config, include_all=include_all)
     bad = 0
     for index, raw in enumerate(lines):
         if not raw.strip():
@@ -115,13 +114,7 @@ def replay_lines(
             continue
         if bad and not skip_invalid:
             continue
-        result = step(states.get, event, config)
-        states[result.scope] = result.state
-        for decision in result.decisions:
-            if not (decision.published or include_all):
-                continue
-            verdict = to_verdict(event, decision, config_hash=config.config_hash)
-            record = {"index": index, "published": decision.published, **verdict.model_dump(mode="json")}
+        for record in replayer.records(event, index):
             out.write(orjson.dumps(record) + b"\n")
     out.flush()
     if bad and not skip_invalid:

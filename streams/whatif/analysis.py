@@ -1,7 +1,7 @@
 """Run the core over the same events with two configs and say what would change.
 
-Both configs go through :func:`streams.runner.step` (the one path replay and the worker use) with their own
-state, so a what-if report predicts exactly what the worker would publish under the candidate config.
+Each config runs in its own :class:`streams.runner.Replayer` (the path replay and the worker share), so a
+what-if report predicts exactly what the worker would publish under the candidate config.
 
 What is counted follows ``loopwatch replay``: by default the *published* decisions (what reaches
 ``loopwatch.verdicts``: every block and abort, warnings once per bucket), with ``include_all`` every decision
@@ -18,9 +18,8 @@ from typing import Final
 from schemas import Event
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
-from streams.detection import RunState
 from streams.detection.types import DecisionKind
-from streams.runner import step
+from streams.runner import Replayer
 
 DECISIONS: Final[tuple[DecisionKind, ...]] = ("warning", "block", "abort")
 
@@ -194,18 +193,15 @@ def run_infos(events: Iterable[IndexedEvent]) -> dict[str, RunInfo]:
 
 def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_all: bool = False) -> Evaluation:
     """Apply every event in order with fresh state; keep the decisions that count."""
-    states: dict[str, RunState] = {}
+    replayer = Replayer(config, include_all=include_all)
     flags: list[Flag] = []
     for item in events:
         event = item.event
-        result = step(states.get, event, config)
-        states[result.scope] = result.state
+        result = replayer.apply(event)
         if not result.decisions:
             continue
         ts = event.ts_ms()
-        for decision in result.decisions:
-            if not (decision.published or include_all):
-                continue
+        for decision in replayer.counted(result):
             flags.append(
                 Flag(
                     index=item.index,

@@ -135,18 +135,6 @@ def _dead(
     return DeadLetter(rec.key, value, reason)
 
 
-class _Const:
-    """``runner.step`` asks for the run's state through a loader; here it is already at hand."""
-
-    __slots__ = ("state",)
-
-    def __init__(self, state: RunState | None) -> None:
-        self.state = state
-
-    def __call__(self, scope: str) -> RunState | None:
-        return self.state
-
-
 class RunProcessor:
     """Applies runs' events to their stored envelopes. Holds the config and a small decoded-state cache.
 
@@ -210,7 +198,7 @@ class RunProcessor:
             if offset <= last_offset:
                 redelivered += 1
                 continue
-            result = step(_Const(state), event, config)
+            result = step(state, event, config)
             if state is not None and result.state is state:
                 duplicates += 1  # the core returns the very same state for a duplicate event
             state = result.state

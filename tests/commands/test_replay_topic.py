@@ -84,7 +84,7 @@ def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> N
     states: dict[str, RunState] = {}
     want = []
     for i, ev in enumerate(decoded[0]):
-        result = step(states.get, ev.event, config)
+        result = step(states.get(scope_key(ev.event)), ev.event, config)
         states[result.scope] = result.state
         want += [
             to_verdict(ev.event, d, config_hash=config.config_hash).verdict_id for d in result.decisions if d.published

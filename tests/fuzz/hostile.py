@@ -398,7 +398,7 @@ def run_core(event: Event, repeats: int = 4) -> None:
     state: RunState | None = None
     for at in range(repeats):
         again = event.model_copy(update={"event_id": f"{event.event_id}#{at}"})
-        state = step(lambda _scope, s=state: s, again, EAGER_CONFIG).state  # type: ignore[misc]
+        state = step(state, again, EAGER_CONFIG).state
         assert RunState.from_primitive(state.to_primitive()) == state
 
 
@@ -422,7 +422,7 @@ def check_record(
             assert len(exc.detail) < 400, exc.detail
             reason: str = exc.reason
         else:
-            step(lambda _scope: None, decoded, DEFAULT_CONFIG)
+            step(None, decoded, DEFAULT_CONFIG)
             event, reason = decoded, "accepted"
         spent = time.thread_time() - started
     if tally is not None:
