@@ -40,6 +40,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
+from streams.topics import changelog_topic  # noqa: E402
 from tests.worker.harness import scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
@@ -207,7 +208,7 @@ def latency_run(
             time.sleep(0.1)
         gateways = max(10, int(rate * seconds) // 600)
         traffic = list(simulate(gateways=gateways, rate=rate, duration=seconds, seed=5, hashed=hashed))
-        changelog = f"{prefix}-lw-runs-changelog"
+        changelog = changelog_topic(f"{prefix}-lw")
 
         async def run() -> tuple[list[float], list[float], int]:
             consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)

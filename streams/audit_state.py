@@ -65,17 +65,13 @@ from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
 from streams.runner import Replayer
-from streams.worker.settings import DEFAULT_GROUP, TABLE_NAME, env_default
+from streams.topics import changelog_topic
+from streams.worker.settings import DEFAULT_GROUP, env_default
 
 #: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
 #: most this many records (``WorkerSettings.max_batch``), so a run whose first stored state covers that event
 #: began at most this many offsets earlier.
 LOOKBACK: Final = 10_000
-
-
-def changelog_topic(group: str) -> str:
-    """The worker's table changelog for consumer group ``group`` (as :class:`WorkerSettings` names it)."""
-    return f"{group}-{TABLE_NAME}-changelog"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

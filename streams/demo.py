@@ -22,7 +22,7 @@ from types import FrameType
 from streams.broker import EmbeddedBroker, free_port
 from streams.commands.tail import follow
 from streams.kafka_io import partition_counts
-from streams.worker.settings import EVENTS_TOPIC
+from streams.topics import EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 
 DEMO_CONFIG = """{
   // The demo enables OpenClaw's rolling detectors (off by default) with the default thresholds,
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         tail_args = argparse.Namespace(
             bootstrap=bootstrap,
-            topic=["loopwatch.verdicts", "loopwatch.fleet-alerts"],
+            topic=[VERDICTS_TOPIC, FLEET_ALERTS_TOPIC],
             json=False,
             gateway=None,
             agent=None,

@@ -24,10 +24,10 @@ from streams.kafka_security import (
     add_security_arguments,
     security_from_args,
 )
+from streams.topics import EVENTS_TOPIC
 from streams.worker.settings import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_PARTITIONS,
-    EVENTS_TOPIC,
     SettingsError,
     env_default,
     env_int,

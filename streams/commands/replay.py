@@ -26,6 +26,7 @@ from streams.config_file import ConfigFileError, LoadedConfig, format_warning, l
 from streams.decode import InvalidEvent, decode_event
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.runner import Replayer
+from streams.topics import VERDICTS_TOPIC
 
 
 def register(sub: Any) -> None:
@@ -40,7 +41,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
     )
-    p.add_argument("--verdicts-topic", default="loopwatch.verdicts", help="verdicts topic for --compare-verdicts")
+    p.add_argument("--verdicts-topic", default=VERDICTS_TOPIC, help="verdicts topic for --compare-verdicts")
     p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
     p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")

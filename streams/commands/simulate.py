@@ -23,8 +23,7 @@ from streams.kafka_security import (
     security_from_args,
 )
 from streams.simulate import simulate
-
-DEFAULT_TOPIC = "loopwatch.events"
+from streams.topics import EVENTS_TOPIC
 
 
 def register(sub: Any) -> None:
@@ -39,7 +38,7 @@ def register(sub: Any) -> None:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
     target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
-    p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic to publish to (default {DEFAULT_TOPIC})")
+    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})")
     p.add_argument("--realtime", action="store_true", help="with --bootstrap: pace records to the rate")
     add_security_arguments(p)
     p.set_defaults(func=run)

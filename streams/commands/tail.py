@@ -24,7 +24,8 @@ from streams.kafka_security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.worker.settings import DEFAULT_BOOTSTRAP, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC, env_default, environ
+from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
+from streams.worker.settings import DEFAULT_BOOTSTRAP, env_default, environ
 
 
 def register(subparsers: Any) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.storms import DEFAULT_AGENT_RUNS, DEFAULT_SIGNATURE_RUNS, DEFAULT_WINDOW_SECONDS, StormConfig
+from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 from streams.worker.settings import (
-    DEAD_LETTER_TOPIC,
     DEFAULT_BOOTSTRAP,
     DEFAULT_DATA_DIR,
     DEFAULT_GROUP,
@@ -26,11 +26,7 @@ from streams.worker.settings import (
     DEFAULT_ROCKSDB_WRITE_BUFFER_MB,
     DEFAULT_STATE_TTL,
     DEFAULT_WEB_PORT,
-    EVENTS_TOPIC,
-    FLEET_ALERTS_TOPIC,
     ROCKSDB_WRITE_BUFFERS,
-    STORM_TABLE_NAME,
-    VERDICTS_TOPIC,
     SettingsError,
     WorkerSettings,
     env_bool,
@@ -293,7 +289,7 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> str | No
         settings.events_topic,
         settings.changelog_topic,
         settings.storm_signals_topic,
-        f"{settings.group}-{STORM_TABLE_NAME}-changelog",
+        settings.storm_changelog_topic,
     }
     for name, want in topics.items():
         have = existing.get(name)

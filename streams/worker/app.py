@@ -40,13 +40,14 @@ from faust.types import TP
 from streams.config_file import LoadedConfig
 from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
 from streams.metrics import WorkerMetrics
+from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
 from streams.worker.offsets import OffsetTracker
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
-from streams.worker.settings import TABLE_NAME, WorkerSettings
+from streams.worker.settings import WorkerSettings
 from streams.worker.storms import StormWatch
 from streams.worker.topics import raw_topic
 
@@ -123,7 +124,7 @@ class LoopwatchWorker:
         self.app = app
         self.events_topic = raw_topic(app, settings.events_topic, settings.partitions)
         self.table = app.Table(
-            TABLE_NAME,
+            RUN_TABLE,
             key_type=bytes,
             value_type=bytes,
             partitions=settings.partitions,

@@ -13,13 +13,15 @@ from typing import Final, Literal
 
 from streams.kafka_security import PLAINTEXT, KafkaSecurity
 from streams.storms import StormConfig
-
-EVENTS_TOPIC: Final = "loopwatch.events"
-VERDICTS_TOPIC: Final = "loopwatch.verdicts"
-DEAD_LETTER_TOPIC: Final = "loopwatch.dead-letter"
-FLEET_ALERTS_TOPIC: Final = "loopwatch.fleet-alerts"
-STORM_TABLE_NAME: Final = "storms"  # windowed; changelog topic: "<group>-storms-changelog"
-TABLE_NAME: Final = "runs"  # changelog topic: "<group>-runs-changelog"
+from streams.topics import (
+    DEAD_LETTER_TOPIC,
+    EVENTS_TOPIC,
+    FLEET_ALERTS_TOPIC,
+    STORM_TABLE,
+    VERDICTS_TOPIC,
+    changelog_topic,
+    storm_signals_topic,
+)
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 DEFAULT_GROUP: Final = "loopwatch"
@@ -103,7 +105,12 @@ class WorkerSettings:
 
     @property
     def changelog_topic(self) -> str:
-        return f"{self.group}-{TABLE_NAME}-changelog"
+        """The run table's changelog."""
+        return changelog_topic(self.group)
+
+    @property
+    def storm_changelog_topic(self) -> str:
+        return changelog_topic(self.group, STORM_TABLE)
 
     def table_options(self) -> dict[str, int]:
         """RocksDB options of every table partition: a bounded memtable and cache (ignored by the memory store)."""
@@ -116,8 +123,7 @@ class WorkerSettings:
 
     @property
     def storm_signals_topic(self) -> str:
-        """Verdicts re-keyed by storm key, so each key's windows live in one partition."""
-        return f"{self.group}-storm-signals"
+        return storm_signals_topic(self.group)
 
     @property
     def effective_sweep_interval(self) -> float:

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from schemas import Verdict
 from streams.metrics import WorkerMetrics
 from streams.storms import Signal, StormConfig, alert_of, observe, signals_of
-from streams.worker.settings import STORM_TABLE_NAME, WorkerSettings
+from streams.topics import STORM_TABLE
+from streams.worker.settings import WorkerSettings
 from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class StormWatch:
         self.alerts_topic = raw_topic(app, settings.fleet_alerts_topic, n)
         verdicts_topic = raw_topic(app, settings.verdicts_topic, n)
         table = app.Table(
-            STORM_TABLE_NAME,
+            STORM_TABLE,
             default=dict,  # an empty tally
             partitions=n,
             options=settings.table_options(),

@@ -19,6 +19,7 @@ from streams.audit_changelog import Base, ChangelogRecord, select_base
 from streams.cli import main
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import RunState
+from streams.topics import changelog_topic
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
 from streams.worker.processing import InputRecord, RunProcessor, plan_batch
@@ -286,4 +287,4 @@ def test_with_state_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     _, events = write_inputs(GENERIC, tmp_path, wire_events(GENERIC))
     assert main(["replay", "--events", str(events), "--with-state"]) == 2
     assert "need --topic" in capsys.readouterr().err
-    assert audit_state.changelog_topic("loopwatch") == "loopwatch-runs-changelog"
+    assert changelog_topic("loopwatch") == "loopwatch-runs-changelog"

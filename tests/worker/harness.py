@@ -28,6 +28,7 @@ import orjson
 from streams.commands.replay import replay_lines
 from streams.config_file import load_openclaw_config
 from streams.detection import RunState
+from streams.topics import changelog_topic
 from streams.worker import envelope
 from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 from tests.support.kafka import Record, TopicReader
@@ -70,7 +71,7 @@ class Names:
 
     @property
     def changelog(self) -> str:
-        return f"{self.group}-runs-changelog"
+        return changelog_topic(self.group)
 
 
 def new_names(tag: str, partitions: int = 4) -> Names:
