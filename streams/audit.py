@@ -452,10 +452,11 @@ def _h(value: str | None) -> str:
     return value[:12] if value else "-"
 
 
-def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig) -> str:
+def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig, start: Sequence[str] = ()) -> str:
+    """The text explanation: a heading, the ``start`` lines (where the run's state came from), then each step."""
     if not steps:
-        return f"run {run}: no events\n"
-    lines = [f"run {run}: {len(steps)} events (config {config.config_hash[:12]})"]
+        return "\n".join([f"run {run}: no events", *start]) + "\n"
+    lines = [f"run {run}: {len(steps)} events (config {config.config_hash[:12]})", *start]
     for s in steps:
         if s.restart is not None:
             lines.append(f"{'':>10}{s.restart}")

@@ -91,9 +91,8 @@ class StatefulExplanation:
         return sum(len(s.skipped) for s in self.starts)
 
     def render(self, run: str, config: LoadedConfig) -> str:
-        """:func:`streams.audit.render_explain`, with a ``start`` line per partition after the heading."""
-        head, _, rest = audit.render_explain(self.steps, run, config).partition("\n")
-        return "\n".join([head, *(s.describe() for s in self.starts)]) + "\n" + rest
+        """:func:`streams.audit.render_explain` with a ``start`` line per partition."""
+        return audit.render_explain(self.steps, run, config, [s.describe() for s in self.starts])
 
     def to_json(self, run: str) -> dict[str, Any]:
         return {"run": run, "events": audit.explain_json(self.steps), "state": [s.to_json() for s in self.starts]}

@@ -97,6 +97,14 @@ def test_start_is_described_in_text_and_json(tmp_path: Path) -> None:
     assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["history"] == begin.history
 
 
+def test_start_lines_follow_the_heading_even_without_steps() -> None:
+    config = LoadedConfig.default()
+    assert audit.render_explain([], "r", config) == "run r: no events\n"
+    assert audit.render_explain([], "r", config, ["start 0@5: a", "start 1@7: b"]) == (
+        "run r: no events\nstart 0@5: a\nstart 1@7: b\n"
+    )
+
+
 def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
     config, records = _setup(tmp_path)
     published, changelog = _worker(records, config, batch=7)
