@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from streams.topics import changelog_topic  # noqa: E402
-from tests.worker.harness import scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
+from tests.support.worker import scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
 PYTHON = sys.executable

@@ -25,6 +25,7 @@ from streams.detection.sends import is_send_like
 
 BASE_TS_MS: Final = 1_767_225_600_000  # 2026-01-01T00:00:00Z: fixed, so output never depends on the clock
 RUNS_PER_GATEWAY: Final = 4  # concurrent runs per gateway: their events interleave
+PROGRESSING_CALLS: Final = (4, 30)  # calls in a healthy ("progressing") run, inclusive bounds
 SEPARATE_RESULT_SHARE: Final = 0.15  # calls whose outcome comes as a later tool_result event
 OVERSIZED_BYTES: Final = 1_048_576 + 4096  # just above streams.decode.DEFAULT_MAX_BYTES
 
@@ -105,8 +106,9 @@ class _Run:
 class _Scripts:
     """The tool calls of one run per archetype (bodies only: the fleet adds ids, times and scope)."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, progressing_calls: tuple[int, int] = PROGRESSING_CALLS) -> None:
         self.rng = rng
+        self.progressing_calls = progressing_calls
 
     def _token(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"
@@ -165,7 +167,7 @@ class _Scripts:
         return _call("exec", {"command": command}, result=_result(output, details))
 
     def progressing(self, tag: str) -> list[Event]:
-        return self.work(tag, self.rng.randint(4, 30))
+        return self.work(tag, self.rng.randint(*self.progressing_calls))
 
     def exec_polling(self, tag: str) -> list[Event]:
         """A background job: exec returns ``running``, process polls see new output, then completion.
@@ -353,12 +355,14 @@ def prehash(event: Event) -> Event:
 
 
 class _Fleet:
-    def __init__(self, *, gateways: int, seed: int, hashed: bool) -> None:
+    def __init__(
+        self, *, gateways: int, seed: int, hashed: bool, progressing_calls: tuple[int, int] = PROGRESSING_CALLS
+    ) -> None:
         if gateways < 1:
             raise ValueError("gateways must be at least 1")
         self.rng = random.Random(seed)
         self.hashed = hashed
-        self.scripts = _Scripts(self.rng)
+        self.scripts = _Scripts(self.rng, progressing_calls)
         self.gateways = [_Gateway(f"gw-{i:03d}") for i in range(gateways)]
         self.slots = [self._new_run(gw) for gw in self.gateways for _ in range(RUNS_PER_GATEWAY)]
         self._builders: dict[Archetype, Callable[[str], list[Event]]] = {
@@ -473,6 +477,16 @@ def simulate_events(*, gateways: int, rate: float, duration: float, seed: int, h
         yield fleet.next_event(_ts(i, rate))[1]
 
 
+def fleet_events(
+    *, gateways: int, seed: int, hashed: bool = False, progressing_calls: tuple[int, int] = PROGRESSING_CALLS
+) -> Iterator[tuple[str, Event]]:
+    """Endless ``(scope key, event)`` pairs of the fleet, ``ts`` left to the caller (a paced producer stamps it
+    at send time). ``progressing_calls`` bounds the length of healthy runs; the loop archetypes are unchanged."""
+    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, progressing_calls=progressing_calls)
+    while True:
+        yield fleet.next_event(0)
+
+
 def simulate(
     *,
     gateways: int,
@@ -505,6 +519,8 @@ __all__ = [
     "ARCHETYPES",
     "BASE_TS_MS",
     "MALFORMED_KINDS",
+    "PROGRESSING_CALLS",
+    "fleet_events",
     "prehash",
     "simulate",
     "simulate_events",

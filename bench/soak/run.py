@@ -49,7 +49,7 @@ from bench.soak import compare, stats
 from bench.soak.traffic import gateways_for, soak_events
 from streams.worker.settings import WorkerSettings
 from tests.support.procs import stop_all
-from tests.worker.harness import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
+from tests.support.worker import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"

@@ -17,23 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from streams.simulate import _finish, _Fleet, _Run
+from streams.simulate import fleet_events
 
 #: Calls in a shortened "progressing" run (the simulator uses 4-30).
 PROGRESSING_CALLS = (2, 10)
 #: Events per second per gateway (4 open runs each): sets how long a run stays open.
 EVENTS_PER_GATEWAY = 25.0
-
-
-class SoakFleet(_Fleet):
-    """The simulator's fleet with short healthy runs (everything else unchanged, same determinism)."""
-
-    def _steps(self, run: _Run) -> list[dict[str, Any]]:
-        if run.archetype == "progressing":
-            tag = run.run_id or run.session_id
-            low, high = PROGRESSING_CALLS
-            return _finish(self.rng, tag, self.scripts.work(tag, self.rng.randint(low, high)))
-        return super()._steps(run)
 
 
 def gateways_for(rate: float) -> int:
@@ -42,6 +31,4 @@ def gateways_for(rate: float) -> int:
 
 def soak_events(*, rate: float, seed: int, hashed: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
     """Endless ``(scope key, event)`` pairs; the caller stamps ``ts`` when it sends the event."""
-    fleet = SoakFleet(gateways=gateways_for(rate), seed=seed, hashed=hashed)
-    while True:
-        yield fleet.next_event(0)
+    return fleet_events(gateways=gateways_for(rate), seed=seed, hashed=hashed, progressing_calls=PROGRESSING_CALLS)

@@ -20,18 +20,22 @@ from streams import audit, audit_changelog, audit_state
 from streams.audit_changelog import ChangelogRecord, Expiries, Restart, select_expiries
 from streams.cli import main
 from streams.config_file import LoadedConfig
-from tests.commands.test_audit_state import (
+from tests.support.audit import (
     GENERIC,
     TOPIC,
-    _comparable,
-    _plan,
-    _setup,
-    _state,
-    _tomb,
-    _v,
-    _worker,
+    comparable,
+    explain_from_lists,
+    fired,
+    offset_of,
+    plan_reads,
+    recorded_fired,
+    run_worker,
+    serve_topics,
+    setup_runs,
+    stored_state,
+    tombstone,
+    version,
 )
-from tests.commands.test_explain_state import _explain, _fired, _offset, _published, _serve
 
 BATCH = 7
 # batch number -> runs the sweep expires after it: a after offset 12 and 34, b after 27 and after its last (39)
@@ -43,7 +47,16 @@ RESTARTS = {14: "sess-a", 29: "sess-b", 36: "sess-a"}  # where the worker began 
 
 
 def test_every_tombstone_after_the_covering_version_restarts_the_run() -> None:
-    records = [_v(0, 5, 1), _v(1, 9, 2), _tomb(2), _v(3, 14, 3), _v(4, 20, 4), _tomb(5), _v(6, 30, 5), _tomb(7)]
+    records = [
+        version(0, 5, 1),
+        version(1, 9, 2),
+        tombstone(2),
+        version(3, 14, 3),
+        version(4, 20, 4),
+        tombstone(5),
+        version(6, 30, 5),
+        tombstone(7),
+    ]
     offsets = [7, 9, 12, 14, 20, 25, 30, 33]
     want = (Restart(12, 2, 9), Restart(25, 5, 20), Restart(33, 7, 30))
     assert select_expiries(records, offsets) == Expiries(want)
@@ -59,16 +72,16 @@ def test_every_tombstone_after_the_covering_version_restarts_the_run() -> None:
 
 def test_tombstones_whose_restart_point_is_unknown() -> None:
     # the version a tombstone deleted is gone (compacted away, or another tombstone right before it)
-    records = [_v(0, 10, 1), _tomb(1), _tomb(2), _v(3, 20, 2), _tomb(4)]
+    records = [version(0, 10, 1), tombstone(1), tombstone(2), version(3, 20, 2), tombstone(4)]
     assert select_expiries(records, [5, 12, 25]) == Expiries((Restart(12, 1, 10), Restart(25, 4, 20)), unknown=(2,))
     # the base's tombstone has no version before it: the run starts empty at the range, and that is said
-    assert select_expiries([_tomb(4), _v(9, 30, 1)], [20, 25]) == Expiries(unknown_start=4)
-    assert audit_changelog.select_base([_tomb(4), _v(9, 30, 1)], 20).after == 19
+    assert select_expiries([tombstone(4), version(9, 30, 1)], [20, 25]) == Expiries(unknown_start=4)
+    assert audit_changelog.select_base([tombstone(4), version(9, 30, 1)], 20).after == 19
     # the version before a tombstone went back (events redelivered after the expiry): unknown, not placed twice
-    records = [_v(0, 10, 1), _tomb(1), _v(2, 10, 2), _tomb(3)]
+    records = [version(0, 10, 1), tombstone(1), version(2, 10, 2), tombstone(3)]
     assert select_expiries(records, [5, 12, 14]) == Expiries((Restart(12, 1, 10),), unknown=(3,))
     # a version older than the range's first event after the covering one (out of order): unknown
-    assert select_expiries([_v(0, 20, 1), _v(1, 3, 2), _tomb(2)], [10, 30]) == Expiries(unknown=(2,))
+    assert select_expiries([version(0, 20, 1), version(1, 3, 2), tombstone(2)], [10, 30]) == Expiries(unknown=(2,))
     base = dataclasses.replace(audit_changelog.select_base(records, 5), expiries=select_expiries(records, [5, 12, 14]))
     (note,) = audit_changelog.expiry_notes((0, "r1"), base, "cl")
     assert note.startswith("cl[0]@3: tombstone of r1 does not directly follow") and "without that restart" in note
@@ -77,7 +90,7 @@ def test_tombstones_whose_restart_point_is_unknown() -> None:
 def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> None:
     from streams.worker import envelope
 
-    value = envelope.encode(0, 7, 1, _state(1))
+    value = envelope.encode(0, 7, 1, stored_state(1))
     recs = {
         0: [audit.TopicRecord(0, 0, 0, b"r1", value), audit.TopicRecord(0, 3, 0, b"r1", b"")],  # 1, 2 compacted
         1: [audit.TopicRecord(1, 0, 0, b"r1", b""), audit.TopicRecord(1, 1, 0, b"r2", b"")],  # r1 repartitioned
@@ -97,8 +110,8 @@ def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> No
 
 
 def _expiring(tmp_path: Path) -> tuple[LoadedConfig, list[audit.TopicRecord], list[Any], list[Any]]:
-    config, records = _setup(tmp_path)
-    published, changelog = _worker(records, config, batch=BATCH, expire=EXPIRE)
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=BATCH, expire=EXPIRE)
     assert sum(1 for r in changelog if not r.value) == 4
     return config, records, published, changelog
 
@@ -116,10 +129,10 @@ def _without_restarts(plan: audit_state.StatePlan) -> audit_state.StatePlan:
 )
 def test_expiries_in_range_replayed_equal_the_worker(tmp_path: Path, start: int, differed: bool) -> None:
     config, records, published, changelog = _expiring(tmp_path)
-    want = _comparable([v for v in published if v["source"]["offset"] >= start])
-    plan, events, warm = _plan(records, changelog, start)
+    want = comparable([v for v in published if v["source"]["offset"] >= start])
+    plan, events, warm = plan_reads(records, changelog, start)
     result = audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
-    assert _comparable(result.records) == want
+    assert comparable(result.records) == want
     restarts = {o for o in RESTARTS if o > start}
     assert {r.offset for b in result.bases.values() for r in b.expiries.restarts} == restarts
     assert result.restarted == len(restarts) and not plan.notes and not result.skipped
@@ -135,12 +148,12 @@ def test_expiries_in_range_replayed_equal_the_worker(tmp_path: Path, start: int,
     assert result.to_json()["restarted_after_expiry"] == len(restarts)
     # before: the runs were continued through their expiries, which the worker's verdicts contradict
     before = audit_state.finish_state(_without_restarts(plan), events, warm, config, TOPIC, include_all=False)
-    assert before.restarted == 0 and (_comparable(before.records) != want) == differed
+    assert before.restarted == 0 and (comparable(before.records) != want) == differed
 
 
 def test_expiry_at_the_range_start_and_inside_it(tmp_path: Path) -> None:
     _, records, _, changelog = _expiring(tmp_path)
-    plan, _, _ = _plan(records, changelog, 16)
+    plan, _, _ = plan_reads(records, changelog, 16)
     a = plan.bases[(0, "sess-a")]
     # sess-a: its first expiry is the base (warm-up from offset 14), its second one restarts it at 36
     assert (a.origin, a.after) == ("expired", 12)
@@ -154,7 +167,7 @@ def test_compacted_changelog_says_what_it_cannot_know(tmp_path: Path) -> None:
     # so that tombstone lost the version before it (where the worker restarted sess-a is unknown)
     cleaned = {r.key: r for r in changelog if r.offset <= first_tomb}
     compacted = sorted(cleaned.values(), key=lambda r: r.offset) + [r for r in changelog if r.offset > first_tomb]
-    plan, events, warm = _plan(records, compacted, 0)
+    plan, events, warm = plan_reads(records, compacted, 0)
     result = audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
     gaps, unknown = plan.notes
     assert gaps.startswith("cl[0]: ") and "are missing (compacted or deleted)" in gaps
@@ -166,12 +179,12 @@ def test_compacted_changelog_says_what_it_cannot_know(tmp_path: Path) -> None:
 
     def outside(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """All but sess-a's verdicts between its unknown restart (14) and its next, known one (36)."""
-        return _comparable([v for v in verdicts if v["session_id"] != "sess-a" or not 14 <= v["index"] < 36])
+        return comparable([v for v in verdicts if v["session_id"] != "sess-a" or not 14 <= v["index"] < 36])
 
     for v in published:
         v["index"] = v["source"]["offset"]
     assert outside(result.records) == outside(published)
-    assert _comparable(result.records) != _comparable(published)  # unknowable: honest notes, not equality
+    assert comparable(result.records) != comparable(published)  # unknowable: honest notes, not equality
 
 
 # --- --run ------------------------------------------------------------------------------------------------
@@ -180,11 +193,11 @@ def test_compacted_changelog_says_what_it_cannot_know(tmp_path: Path) -> None:
 def test_run_explanation_shows_the_restart(tmp_path: Path) -> None:
     config, records, published, changelog = _expiring(tmp_path)
     for run in ("sess-a", "sess-b"):
-        result = _explain(records, changelog, config, 16, run)
-        assert _fired(result.steps) == _published(published, run, 16)
-        restarted = [_offset(s) for s in result.steps if s.restart is not None]
+        result = explain_from_lists(records, changelog, config, 16, run)
+        assert fired(result.steps) == recorded_fired(published, run, 16)
+        restarted = [offset_of(s) for s in result.steps if s.restart is not None]
         assert restarted == [o for o, r in RESTARTS.items() if r == run and o >= 16]
-    result = _explain(records, changelog, config, 16, "sess-a")
+    result = explain_from_lists(records, changelog, config, 16, "sess-a")
     (begin,) = result.starts
     tomb = begin.expiries.restarts[0].changelog_offset
     line = f"state expired by the worker (tombstone at changelog offset {tomb}): restarting from empty"
@@ -196,7 +209,7 @@ def test_run_explanation_shows_the_restart(tmp_path: Path) -> None:
     doc = json.loads(json.dumps(result.to_json("sess-a")))
     assert doc["state"][0]["restarts"] == [{"offset": 36, "changelog_offset": tomb, "covered_offset": 34}]
     assert [e["restart"] for e in doc["events"] if e["restart"]] == [line]
-    (b_start,) = _explain(records, changelog, config, 16, "sess-b").starts
+    (b_start,) = explain_from_lists(records, changelog, config, 16, "sess-b").starts
     assert b_start.to_json()["expired_without_return"] == [next(r.offset for r in reversed(changelog) if not r.value)]
     assert "expired without a later event in range" in b_start.describe()
 
@@ -206,8 +219,8 @@ def test_cli_compare_and_run_with_expiries(
 ) -> None:
     _, records, published, changelog = _expiring(tmp_path)
     verdicts = [audit.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
-    _serve(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "loopwatch.verdicts": verdicts})
-    cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by _setup
+    serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "loopwatch.verdicts": verdicts})
+    cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "16"]
     assert main([*base, "--with-state", "--compare-verdicts", "--json"]) == 0
     captured = capsys.readouterr()

@@ -8,59 +8,38 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from schemas.verdict import verdict_id
-from streams import audit, explain_state
+from streams import audit
 from streams.cli import main
 from streams.config_file import LoadedConfig
-from tests.commands.test_audit_state import GENERIC, TOPIC, _plan, _setup, _worker
+from tests.support.audit import (
+    GENERIC,
+    TOPIC,
+    explain_from_lists,
+    fired,
+    offset_of,
+    recorded_fired,
+    run_worker,
+    serve_topics,
+    setup_runs,
+)
 from tests.support.scenarios import GATEWAY
 
 RUNS = ("sess-a", "sess-b")
 
 
-def _explain(
-    records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], config: LoadedConfig, start: int, run: str
-) -> explain_state.StatefulExplanation:
-    """What ``replay --from START --run RUN --with-state`` computes, the reads served from lists."""
-    plan, mine, warm = _plan(records, changelog, start, run)
-    return explain_state.explain_from_state(plan, mine, warm, config, run)
-
-
-def _fired(steps: list[audit.ExplainStep]) -> set[tuple[Any, ...]]:
-    """(verdict id, offset, decision, detector, count) of every published decision of an explanation."""
-    return {
-        (verdict_id(GATEWAY, s.event_id, d.decision, d.detector), _offset(s), d.decision, d.detector, d.count)
-        for s in steps
-        for d in s.decisions
-        if d.published
-    }
-
-
-def _offset(step: audit.ExplainStep) -> int:
-    return int(step.label.split("@")[1])
-
-
-def _published(verdicts: list[dict[str, Any]], run: str, start: int) -> set[tuple[Any, ...]]:
-    return {
-        (v["verdict_id"], v["source"]["offset"], v["decision"], v["detector"], v["count"])
-        for v in verdicts
-        if v["session_id"] == run and v["source"]["offset"] >= start
-    }
-
-
 @pytest.mark.parametrize(("start", "batch"), [(17, 7), (23, 7), (30, 7), (9, 100), (3, 1)])
 def test_mid_run_explanation_with_state_explains_the_workers_verdicts(tmp_path: Path, start: int, batch: int) -> None:
-    config, records = _setup(tmp_path)
-    published, changelog = _worker(records, config, batch=batch)
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=batch)
     assert published[0]["gateway_id"] == GATEWAY
     differs = False
     for run in RUNS:
-        result = _explain(records, changelog, config, start, run)
-        assert _fired(result.steps) == _published(published, run, start)
+        result = explain_from_lists(records, changelog, config, start, run)
+        assert fired(result.steps) == recorded_fired(published, run, start)
         (begin,) = result.starts
         assert begin.origin == ("first" if start < batch else "stored") and not begin.skipped
         before = [r for r in records if r.key == run.encode() and r.offset < start]
@@ -72,14 +51,14 @@ def test_mid_run_explanation_with_state_explains_the_workers_verdicts(tmp_path: 
         events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
         plain = audit.explain_run(events[0], config, run)
         assert [s.event_id for s in plain] == [s.event_id for s in result.steps]
-        differs |= _fired(plain) != _fired(result.steps)
+        differs |= fired(plain) != fired(result.steps)
     assert differs
 
 
 def test_start_is_described_in_text_and_json(tmp_path: Path) -> None:
-    config, records = _setup(tmp_path)
-    _, changelog = _worker(records, config, batch=7)
-    result = _explain(records, changelog, config, 24, "sess-a")
+    config, records = setup_runs(tmp_path)
+    _, changelog = run_worker(records, config, batch=7)
+    result = explain_from_lists(records, changelog, config, 24, "sess-a")
     (begin,) = result.starts
     assert begin.first_offset == 24 and begin.origin == "stored" and begin.changelog_offset is not None
     text = result.render("sess-a", config)
@@ -106,26 +85,26 @@ def test_start_lines_follow_the_heading_even_without_steps() -> None:
 
 
 def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
-    config, records = _setup(tmp_path)
-    published, changelog = _worker(records, config, batch=7)
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
     # compacted, and the topic lost its first record: the oldest surviving state is newer than the range start
     compacted = sorted({r.key: r for r in changelog if r.offset < 8}.values(), key=lambda r: r.offset)
-    result = _explain([r for r in records if r.offset >= 1], compacted, config, 3, "sess-a")
+    result = explain_from_lists([r for r in records if r.offset >= 1], compacted, config, 3, "sess-a")
     (begin,) = result.starts
     assert begin.origin == "compacted" and begin.skipped == tuple(
         r.offset for r in records if r.key == b"sess-a" and 3 <= r.offset <= begin.covered_offset
     )
-    assert all(_offset(s) > begin.covered_offset for s in result.steps)
+    assert all(offset_of(s) > begin.covered_offset for s in result.steps)
     assert "from a newer stored state of a compacted changelog" in begin.describe()
     assert f"{len(begin.skipped)} events skipped" in begin.describe()
-    assert _fired(result.steps) == _published(published, "sess-a", begin.covered_offset + 1)
+    assert fired(result.steps) == recorded_fired(published, "sess-a", begin.covered_offset + 1)
     # expired after its first stored state: empty, warmed up with the events after that state
     first_a = next(r for r in changelog if r.key == b"sess-a")
     expired = [first_a, audit.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
-    (begin,) = _explain(records, expired, config, 20, "sess-a").starts
+    (begin,) = explain_from_lists(records, expired, config, 20, "sess-a").starts
     assert begin.origin == "expired" and "expired the run (tombstone at changelog offset" in begin.describe()
     # no stored state at all: from empty, nothing re-applied
-    result = _explain(records, [], config, 20, "sess-b")
+    result = explain_from_lists(records, [], config, 20, "sess-b")
     assert [(s.origin, s.warmed, s.history) for s in result.starts] == [("empty", 0, 0)]
     assert "from empty: the worker stored no state of the run" in result.render("sess-b", config)
 
@@ -133,33 +112,13 @@ def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
 # --- CLI --------------------------------------------------------------------------------------------------
 
 
-def _serve(monkeypatch: pytest.MonkeyPatch, topics: dict[str, list[audit.TopicRecord]]) -> list[str]:
-    """Serve ``audit.read_partitions`` (one partition per topic) from lists; returns the topics read."""
-    reads: list[str] = []
-
-    async def read_partitions(
-        bootstrap: str, topic: str, start: audit.Bound | None = None, end: audit.Bound | None = None, **_: Any
-    ) -> audit.TopicRead:
-        reads.append(topic)
-        if topic not in topics:
-            raise RuntimeError("no such topic")
-        records, ends = topics[topic], {0: len(topics[topic])}
-        assert not isinstance(start, audit.TimeBound) and not isinstance(end, audit.TimeBound)
-        lo = audit.resolve_offsets(start, {0: 0}, ends)[0]
-        hi = max(lo, audit.resolve_offsets(end, ends, ends)[0])
-        return audit.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
-
-    monkeypatch.setattr(audit, "read_partitions", read_partitions)
-    return reads
-
-
 def test_cli_run_with_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config, records = _setup(tmp_path)
-    published, changelog = _worker(records, config, batch=7)
-    reads = _serve(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
-    cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by _setup
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
+    reads = serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
+    cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "24", "--run", "sess-a"]
 
     assert main([*base, "--with-state"]) == 0
@@ -175,7 +134,7 @@ def test_cli_run_with_state(
         for d in e["decisions"]
         if d["published"]
     }
-    want = {(v[0], v[2], v[4]) for v in _published(published, "sess-a", 24)}
+    want = {(v[0], v[2], v[4]) for v in recorded_fired(published, "sess-a", 24)}
     assert fired == want and want
 
     # without --with-state: unchanged (no start line, no changelog read) and not the worker's verdicts

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from schemas.fleet_alert import FleetAlert
-from tests.worker.harness import (
+from tests.support.worker import (
     Names,
     WorkerProcess,
     bootstrap_of,

@@ -21,7 +21,7 @@ from tests.deploy.metric_names import (
     referenced_metric_names,
 )
 from tests.support.procs import wait_until
-from tests.worker.harness import WorkerProcess, bootstrap_of, new_names
+from tests.support.worker import WorkerProcess, bootstrap_of, new_names
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 from streams.broker import create_topics
 from tests.support.procs import python_env
 from tests.support.scenarios import load_scenarios, wire_events
-from tests.worker.harness import (
+from tests.support.worker import (
     WorkerProcess,
     bootstrap_of,
     keyed,

@@ -24,7 +24,7 @@ import pytest
 from schemas.verdict import verdict_id
 from tests.support.procs import python_env
 from tests.support.scenarios import GATEWAY, load_scenarios, wire_events
-from tests.worker.harness import (
+from tests.support.worker import (
     Names,
     WorkerProcess,
     bootstrap_of,

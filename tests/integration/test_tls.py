@@ -26,7 +26,7 @@ from streams.broker import EmbeddedBroker
 from tests.support.certs import Pki, make_pki
 from tests.support.procs import python_env, start_process, stop_process, wait_until
 from tests.support.scenarios import load_scenarios, wire_events, write_inputs
-from tests.worker.harness import WorkerProcess, new_names
+from tests.support.worker import WorkerProcess, new_names
 
 pytestmark = pytest.mark.integration
 

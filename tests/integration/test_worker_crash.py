@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.worker.harness import (
+from tests.support.worker import (
     Feeder,
     WorkerProcess,
     bootstrap_of,

@@ -27,7 +27,7 @@ from streams.detection.canonical import JS_WHITESPACE
 from tests.support.kafka import Record
 from tests.support.procs import python_env
 from tests.support.scenarios import load_scenarios, wire_events
-from tests.worker.harness import (
+from tests.support.worker import (
     Names,
     WorkerProcess,
     assert_changelog_copartitioned,

@@ -10,7 +10,7 @@ import pytest
 
 from streams.worker import envelope
 from tests.support.kafka import TopicReader
-from tests.worker.harness import (
+from tests.support.worker import (
     Feeder,
     WorkerProcess,
     bootstrap_of,
