@@ -248,3 +248,21 @@ def to_tool_event(event: Event) -> ToolEvent:
         outcome=_outcome(event),
         dedup_key=dedup_key,
     )
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "INVALID_REASONS",
+    "KEY_MISMATCH",
+    "REJECT_REASONS",
+    "InvalidEvent",
+    "InvalidReason",
+    "RejectReason",
+    "Rejection",
+    "accept",
+    "decode_event",
+    "decode_line",
+    "scope_key",
+    "scope_key_of",
+    "to_tool_event",
+]

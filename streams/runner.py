@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import Event, SourceRef, Verdict, verdict_id
+from schemas import CURRENT_VERDICT_VERSION, Event, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key, to_tool_event
 from streams.detection import Decision, RunState, apply
-
-VERDICT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,5 +111,8 @@ def to_verdict(
         source=source,
         event_ts=event.ts,
         config_hash=config_hash,
-        version=VERDICT_VERSION,
+        version=CURRENT_VERDICT_VERSION,
     )
+
+
+__all__ = ["Replayer", "Step", "step", "to_verdict"]
