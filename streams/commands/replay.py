@@ -245,7 +245,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         try:
             verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
         except (OSError, TimeoutError, RuntimeError) as exc:
-            return _error(f"cannot read topic {args.verdicts_topic}: {exc}")
+            return _error(f"cannot read topic {args.verdicts_topic}: {security.redact(str(exc))}")
         recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
         for note in notes:
             print(note, file=sys.stderr)

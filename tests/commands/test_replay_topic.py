@@ -246,3 +246,27 @@ def test_topic_flags_need_topic_and_bootstrap(tmp_path: Path, capsys: pytest.Cap
     assert "--bootstrap" in capsys.readouterr().err
     assert main(["replay", "--topic", "t", "--bootstrap", "127.0.0.1:1", "--from", "x:y"]) == 2
     assert "--from/--to" in capsys.readouterr().err
+
+
+def test_compare_verdicts_read_error_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "hunter2-not-for-logs"
+    for name, value in {
+        "SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "SASL_MECHANISM": "SCRAM-SHA-256",
+        "SASL_USERNAME": "auditor",
+        "SASL_PASSWORD": secret,
+    }.items():
+        monkeypatch.setenv(f"LOOPWATCH_KAFKA_{name}", value)
+    records = _records(wire_events(GENERIC), 0)
+
+    async def read_partitions(bootstrap: str, topic: str, *_: Any, **__: Any) -> audit.TopicRead:
+        if topic != "t.events":
+            raise RuntimeError(f"authentication failed for auditor:{secret}")
+        return audit.TopicRead({0: records}, {0: (0, len(records))})
+
+    monkeypatch.setattr(audit, "read_partitions", read_partitions)
+    assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot read topic loopwatch.verdicts: authentication failed" in err and secret not in err
