@@ -35,7 +35,6 @@ from schemas.events import (
     CURRENT_EVENT_VERSION,
     EVENT_MODELS,
     EVENT_TYPES,
-    CompactionRetryEvent,
     Event,
     ToolCallEvent,
     ToolResultEvent,
@@ -223,12 +222,13 @@ def accept(key: bytes | None, value: bytes | bytearray | memoryview) -> Event | 
 
 def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:
     """The one outcome that counts: error, then result, then result_hash (Resolved point 9)."""
+    # Positional arguments (field order of Outcome and ToolEvent): keywords cost a frozen dataclass twice as much.
     if event.error is not None:
-        return Outcome(error=event.error)
+        return Outcome(MISSING, event.error)
     if event.result is not None:
-        return Outcome(result=event.result)
+        return Outcome(event.result)
     if event.result_hash is not None:
-        return Outcome(result_hash=event.result_hash, unknown_tool_name=event.unknown_tool_name)
+        return Outcome(MISSING, None, event.result_hash, event.unknown_tool_name)
     return None
 
 
@@ -236,17 +236,17 @@ def to_tool_event(event: Event) -> ToolEvent:
     """The core's view of a validated event (no re-validation)."""
     scope = scope_key_of(event.run_id, event.session_id)
     dedup_key = event.gateway_id + "\x00" + event.event_id
-    if isinstance(event, CompactionRetryEvent):
-        return ToolEvent(kind="compaction_retry", scope=scope, dedup_key=dedup_key)
+    if event.type == "compaction_retry":
+        return ToolEvent("compaction_retry", scope, "", None, MISSING, None, None, dedup_key)
     return ToolEvent(
-        kind=event.type,
-        scope=scope,
-        tool=event.tool,
-        call_id=event.call_id,
-        args=event.args if "args" in event.model_fields_set else MISSING,
-        args_hash=event.args_hash,
-        outcome=_outcome(event),
-        dedup_key=dedup_key,
+        event.type,
+        scope,
+        event.tool,
+        event.call_id,
+        event.args if "args" in event.model_fields_set else MISSING,
+        event.args_hash,
+        _outcome(event),
+        dedup_key,
     )
 
 

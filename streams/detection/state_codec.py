@@ -5,13 +5,15 @@ small and cheap. Records are stored column by column: an interned tool table, on
 all hex digests packed as raw bytes converted in one call; rare parts (call ids of pending records, missing
 tool names) go to a sparse list. A column that holds anything other than canonical lowercase hex digests
 (e.g. a malformed gateway hash) falls back to a list of strings, so decoding is exact for every input.
-Per-record work is kept in C (``zip``, ``map``, slicing) because Python-level loops dominate the cost.
+Per-record work is kept in C (``zip``, ``map``, slicing) because Python-level loops dominate the cost, and
+the hex conversions of a record are memoised: it is re-encoded with every write while it is in the window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from itertools import repeat
 from operator import add
 from typing import Any, Final
 
@@ -53,8 +55,86 @@ def _result_kind(result: str | None) -> int:
     return _HEX_RESULT if len(result) == _HEX_LEN else _ERROR_RESULT
 
 
+#: Per-record packed parts ``(args digest, result kind, result digest)``, or None when a record does not pack
+#: (its history then takes the general path). A record stays in the window for up to ``historySize`` writes,
+#: so this turns the hex conversions of every write into one per record. Cleared when full: bounded memory.
+_PACKED: dict[CallRecord, tuple[bytes, int, bytes] | None] = {}
+_PACKED_MAX: Final = 65_536
+_NO_DIGEST: Final = b""
+
+
+def _pack_record(rec: CallRecord) -> tuple[bytes, int, bytes] | None:
+    tool, sig, result = rec[0], rec[1], rec[2]
+    args = sig[len(tool) + 1 :]
+    if len(args) != _HEX_LEN or args.lower() != args:
+        return None
+    if result is None:
+        kind, digest = _NO_RESULT, None
+    elif len(result) == _HEX_LEN:
+        kind, digest = _HEX_RESULT, result
+    elif result.startswith(_ERROR) and len(result) == _ERROR_LEN + _HEX_LEN:
+        kind, digest = _ERROR_RESULT, result[_ERROR_LEN:]
+    else:
+        return None
+    if digest is not None and digest.lower() != digest:
+        return None
+    try:
+        packed_args = bytes.fromhex(args)
+        packed_result = _NO_DIGEST if digest is None else bytes.fromhex(digest)
+    except ValueError:
+        return None
+    # fromhex skips whitespace: a short value means the text was not 64 hex digits
+    if len(packed_args) * 2 != _HEX_LEN or (digest is not None and len(packed_result) * 2 != _HEX_LEN):
+        return None
+    return packed_args, kind, packed_result
+
+
+def _packed(rec: CallRecord) -> tuple[bytes, int, bytes] | None:
+    if len(_PACKED) >= _PACKED_MAX:
+        _PACKED.clear()
+    parts = _PACKED[rec] = _pack_record(rec)
+    return parts
+
+
 def encode_records(records: Sequence[CallRecord]) -> list[Any]:
-    """``[tools, tool_index, args, result_kinds, results, sparse]`` (see the module docstring)."""
+    """``[tools, tool_index, args, result_kinds, results, sparse]`` (see the module docstring).
+
+    Records whose digests all pack (the usual case) are encoded from memoised per-record parts; any other
+    history takes :func:`encode_records_general`. Both give the same output for every input.
+    """
+    if not records:
+        return []
+    parts = list(map(_PACKED.get, records, repeat(False)))
+    if False in parts:
+        parts = [_packed(rec) if got is False else got for rec, got in zip(records, parts, strict=True)]
+    if None in parts:
+        return encode_records_general(records)
+    tools_col, _, _, call_ids, unknowns = zip(*records, strict=True)
+    tools = list(dict.fromkeys(tools_col))
+    if len(tools) == 1:
+        tool_index: bytes | list[int] = bytes(len(records))
+    else:
+        index = {name: at for at, name in enumerate(tools)}
+        positions = list(map(index.__getitem__, tools_col))
+        tool_index = bytes(positions) if len(tools) <= 256 else positions
+    args, kinds, results = zip(*parts, strict=True)
+    kinds_col = bytes(kinds) if _NO_RESULT in kinds or _ERROR_RESULT in kinds else b""
+    sparse: list[Any] = []
+    if call_ids.count(None) != len(call_ids) or unknowns.count(None) != len(unknowns):  # "" is kept too
+        sparse = _sparse(call_ids, unknowns)
+    return [tools, tool_index, b"".join(args), kinds_col, b"".join(results), sparse]
+
+
+def _sparse(call_ids: Sequence[str | None], unknowns: Sequence[str | None]) -> list[Any]:
+    sparse: list[Any] = []
+    for at, (call_id, unknown) in enumerate(zip(call_ids, unknowns, strict=True)):
+        if call_id is not None or unknown is not None:
+            sparse += (at, call_id, unknown)
+    return sparse
+
+
+def encode_records_general(records: Sequence[CallRecord]) -> list[Any]:
+    """:func:`encode_records` for any records, without the memo (also its reference in tests)."""
     if not records:
         return []
     tools_col, sigs, results, call_ids, unknowns = zip(*records, strict=True)
@@ -82,10 +162,8 @@ def encode_records(records: Sequence[CallRecord]) -> list[Any]:
         results_col = list(results)
 
     sparse: list[Any] = []
-    if any(call_ids) or any(unknowns):
-        for at, (call_id, unknown) in enumerate(zip(call_ids, unknowns, strict=True)):
-            if call_id is not None or unknown is not None:
-                sparse += (at, call_id, unknown)
+    if call_ids.count(None) != len(call_ids) or unknowns.count(None) != len(unknowns):
+        sparse = _sparse(call_ids, unknowns)
     return [tools, tool_index, args_col, kinds, results_col, sparse]
 
 
