@@ -57,10 +57,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def metric_sum(metrics: dict[str, float], prefix: str) -> float:
-    return sum(v for k, v in metrics.items() if k.startswith(prefix))
-
-
 def free_port() -> int:
     from streams.broker import free_port as _free
 
@@ -74,22 +70,33 @@ def records_for(events: int, *, hashed: bool, seed: int = 7) -> list[tuple[bytes
     return list(simulate(gateways=gateways, rate=1000.0, duration=events / 1000.0, seed=seed, hashed=hashed))
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]], partitions: int) -> None:
+def produce(
+    bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]], partitions: int
+) -> dict[int, tuple[int, int]]:
+    """Write ``records`` to ``topic`` (created if needed); returns (first, last) offset per partition."""
+    return asyncio.run(produce_async(bootstrap, topic, records, partitions))
+
+
+async def produce_async(
+    bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]], partitions: int
+) -> dict[int, tuple[int, int]]:
     from aiokafka import AIOKafkaProducer
 
     from streams.broker import ensure_topics
 
-    async def run() -> None:
-        await ensure_topics(bootstrap, {topic: partitions})
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
-        await producer.start()
-        try:
-            futures = [await producer.send(topic, value, key=key) for key, value in records]
-            await asyncio.gather(*futures)
-        finally:
-            await producer.stop()
-
-    asyncio.run(run())
+    await ensure_topics(bootstrap, {topic: partitions})
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        metas = await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    span: dict[int, tuple[int, int]] = {}
+    for meta in metas:
+        first, last = span.get(meta.partition, (meta.offset, meta.offset))
+        span[meta.partition] = (min(first, meta.offset), max(last, meta.offset))
+    return span
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -113,135 +120,291 @@ class Result:
     def rate(self) -> float:
         return self.events / self.seconds if self.seconds > 0 else float("nan")
 
+    @property
+    def cpu_per_event_us(self) -> float:
+        return self.cpu / self.events * 1e6 if self.events else float("nan")
+
     def line(self) -> str:
         return (
-            f"  {self.name:34} {self.rate:9.0f} events/s   {self.cpu / self.events * 1e6:6.0f} us CPU/event "
+            f"  {self.name:34} {self.rate:9.0f} events/s   {self.cpu_per_event_us:6.0f} us CPU/event "
             f"({self.events} events in {self.seconds:.2f} s)"
         )
 
 
-# --- (a) the loopwatch worker -------------------------------------------------------------------------------
+# --- (a) the loopwatch worker, watched through its changelog ---------------------------------------------------
+
+
+class ChangelogWatch:
+    """Follows a worker group's run-table changelog from the benchmark process.
+
+    Every state write names the newest source offset it covers (the envelope header), and a run's state is
+    written only after its verdicts were confirmed, so the changelog tells how far each events partition is
+    processed without asking the workers anything: a ``/metrics`` scrape costs a worker about 2 ms of CPU,
+    which is measured and reported apart (:func:`idle_and_scrape_cost`). It also yields the stored bytes per
+    run (the newest value of every key) and each write's timestamp for the latency breakdown.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.done: dict[int, int] = {}  # source partition -> newest offset covered by a stored state
+        self.sizes: dict[bytes, int] = {}
+        self.writes: list[tuple[bytes, int, int, int]] = []  # (key, partition, last offset, write timestamp ms)
+        self._consumer: Any = None
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from streams.broker import ensure_topics
+
+        await ensure_topics(self.bootstrap, {self.topic: self.partitions})
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
+        )
+        await self._consumer.start()
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+
+    async def poll(self, timeout_ms: int = 50) -> None:
+        from streams.worker import envelope
+
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms)
+        for msgs in batches.values():
+            for m in msgs:
+                if m.value is None:
+                    self.sizes.pop(m.key, None)
+                    continue
+                header = envelope.peek(m.value)
+                if header.last_offset > self.done.get(header.partition, -1):
+                    self.done[header.partition] = header.last_offset
+                self.sizes[m.key] = len(m.value)
+                self.writes.append((m.key, header.partition, header.last_offset, m.timestamp))
+
+    def processed(self, span: dict[int, tuple[int, int]]) -> int:
+        """Events of ``span`` (first, last offset per partition) that stored states cover."""
+        return sum(max(0, min(self.done.get(p, -1), last) - first + 1) for p, (first, last) in span.items())
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
 
 
 def start_worker(
-    bootstrap: str, prefix: str, partitions: int, store: str, workdir: Path, *, sweep: float | None = 1.0
+    bootstrap: str,
+    prefix: str,
+    partitions: int,
+    store: str,
+    workdir: Path,
+    *,
+    sweep: float | None = None,
+    worker_id: str | None = None,
 ) -> tuple[Any, int]:
     metrics_port = free_port()
+    name = f"{prefix}-lw" + (f"-{worker_id}" if worker_id else "")
     cmd = [
         PYTHON, "-m", "streams.cli", "worker",
         "--bootstrap", bootstrap, "--embedded", "--group", f"{prefix}-lw",
         "--events-topic", f"{prefix}.events", "--verdicts-topic", f"{prefix}.verdicts",
         "--dead-letter-topic", f"{prefix}.dead", "--partitions", str(partitions),
-        "--store", store, "--data-dir", str(workdir / f"{prefix}-lw"),
+        "--store", store, "--data-dir", str(workdir / name),
         "--metrics-port", str(metrics_port), "--web-port", str(free_port()),
         "--config", str(CONFIG), "--log-level", "warn",
         *(["--sweep-interval", str(sweep)] if sweep is not None else []),
     ]  # fmt: skip
-    log = open(workdir / f"{prefix}-lw.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ, **({"LOOPWATCH_WORKER_ID": worker_id} if worker_id else {}))
+    log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     return proc, metrics_port
 
 
-def run_worker(bootstrap: str, prefix: str, total: int, partitions: int, store: str, workdir: Path) -> Result:
-    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir)
-    try:
-        first_t = first_cpu = None
-        first_n = 0.0
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            m = scrape(port)
-            n = metric_sum(m, "loopwatch_events_total") + metric_sum(m, "loopwatch_invalid_events_total")
-            now = time.monotonic()
-            if n > 0 and first_t is None:
-                first_t, first_cpu, first_n = now, cpu_seconds(proc.pid), n
-            if n >= total:
-                cpu = cpu_seconds(proc.pid) - (first_cpu or 0.0)
-                assert first_t is not None
-                result = Result("(a) loopwatch worker", int(total - first_n), now - first_t, cpu)
-                break
+def changelog_of(prefix: str) -> str:
+    return changelog_topic(f"{prefix}-lw")
+
+
+async def watch_until_done(
+    watch: ChangelogWatch,
+    procs: Sequence[subprocess.Popen[bytes]],
+    span: dict[int, tuple[int, int]],
+    *,
+    start_after: asyncio.Future[Any] | None = None,
+    timeout: float = 600.0,
+) -> tuple[int, float, float]:
+    """Poll until ``span`` is processed: (events, seconds, CPU seconds of all workers) of the window.
+
+    The window opens at the first progress seen (after ``start_after`` is done, when given: e.g. the end of
+    producing the backlog) and closes when the last event of every partition is covered by a stored state.
+    """
+    total = sum(last - first + 1 for first, last in span.values())
+    first: tuple[float, float, int] | None = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await watch.poll()
+        n = watch.processed(span)
+        now = time.monotonic()
+        ready = start_after is None or start_after.done()
+        if first is None and ready and n > 0:
+            first = (now, sum(cpu_seconds(p.pid) for p in procs), n)
+        if n >= total and first is not None:
+            cpu = sum(cpu_seconds(p.pid) for p in procs) - first[1]
+            return total - first[2], now - first[0], cpu
+        for proc in procs:
             if proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {proc.returncode}; see {workdir}/{prefix}-lw.log")
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("worker did not finish in time")
-        # state size: wait for a sweep to count the runs
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            m = scrape(port)
-            if m.get("loopwatch_active_runs", 0) > 0:
-                break
-            time.sleep(0.2)
-        runs = m.get("loopwatch_active_runs", 0.0)
-        result.state_per_run = m.get("loopwatch_state_bytes", 0.0) / runs if runs else float("nan")  # type: ignore[attr-defined]
-        result.runs = runs  # type: ignore[attr-defined]
+                raise RuntimeError(f"a worker exited with {proc.returncode}; see its log")
+    raise RuntimeError("the workers did not finish in time")
+
+
+def idle_and_scrape_cost(
+    proc: subprocess.Popen[bytes], port: int, seconds: float = 3.0, scrapes: int = 20
+) -> tuple[float, float]:
+    """(idle CPU ms per second, CPU ms per ``/metrics`` scrape beyond that) of an idle worker."""
+    cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+    time.sleep(seconds)
+    idle = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0)
+    cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+    for _ in range(scrapes):
+        scrape(port)
+    used = cpu_seconds(proc.pid) - cpu0 - idle * (time.monotonic() - t0)
+    return idle * 1000, max(0.0, used) / scrapes * 1000
+
+
+def run_worker(
+    bootstrap: str, prefix: str, records: Sequence[tuple[bytes, bytes]], partitions: int, store: str, workdir: Path
+) -> Result:
+    """(a): one worker drains a backlog produced before it started."""
+    span = produce(bootstrap, f"{prefix}.events", records, partitions)
+    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir)
+
+    async def run() -> Result:
+        watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
+        await watch.start()
+        try:
+            events, seconds, cpu = await watch_until_done(watch, [proc], span)
+            for _ in range(10):  # the last writes of runs whose final event was not their partition's last
+                await watch.poll()
+        finally:
+            await watch.stop()
+        result = Result("(a) loopwatch worker", events, seconds, cpu)
+        result.sizes = sorted(watch.sizes.values())  # type: ignore[attr-defined]
+        return result
+
+    try:
+        result = asyncio.run(run())
+        result.idle_ms, result.scrape_ms = idle_and_scrape_cost(proc, port)  # type: ignore[attr-defined]
         return result
     finally:
         stop(proc)
 
 
+def run_group(
+    bootstrap: str,
+    prefix: str,
+    records: Sequence[tuple[bytes, bytes]],
+    warm: Sequence[tuple[bytes, bytes]],
+    workers: int,
+    partitions: int,
+    store: str,
+    workdir: Path,
+) -> Result:
+    """``workers`` processes in one group: started on a warm-up first, so the group is settled, then a backlog.
+
+    The window opens when the backlog is fully produced (the producer shares the cores) and closes when it is
+    processed, so it measures the group's capacity, not the producer's speed or the group's start-up.
+    """
+    procs = [
+        start_worker(bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None)[0]
+        for i in range(workers)
+    ]
+
+    async def run() -> Result:
+        watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
+        await watch.start()
+        try:
+            for _ in range(2):  # the second round proves the group served every partition after any rebalance
+                span = await produce_async(bootstrap, f"{prefix}.events", warm, partitions)
+                await watch_until_done(watch, procs, span, timeout=120)
+                await asyncio.sleep(2.0)
+            produced = asyncio.ensure_future(produce_async(bootstrap, f"{prefix}.events", records, partitions))
+            span_future: asyncio.Future[Any] = produced
+            while not produced.done():  # keep the watch current while the backlog is written
+                await watch.poll()
+            span = span_future.result()
+            events, seconds, cpu = await watch_until_done(watch, procs, span, start_after=produced)
+        finally:
+            await watch.stop()
+        label = f"{workers} worker{'s' if workers > 1 else ''} in one group"
+        return Result(label, events, seconds, cpu)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
 def latency_run(
     bootstrap: str, prefix: str, rate: float, seconds: float, partitions: int, store: str, workdir: Path, hashed: bool
-) -> tuple[list[float], list[float], int]:
-    """Produce at ``rate`` with real-time ``ts``; return latencies (ms) and the number of events sent.
+) -> dict[str, list[float]]:
+    """Produce at ``rate`` with real-time ``ts``; return latency samples (ms) by name.
 
-    Two measures: verdicts (record timestamp of each verdict minus its ``event_ts``), and every state write
-    (record timestamp of each changelog record minus the ``ts`` of the last event it applied): the latter
-    covers almost every event, not just the few that produce verdicts, so its percentiles are stable.
+    Per verdict (matched to its event by the verdict's ``source``): ``verdict`` = verdict record timestamp (the
+    worker's send) minus the event's ``ts``, made of ``ack`` (the event's produce round trip, our producer and
+    the broker), ``worker`` (from the event's ack to the worker's verdict send: the worker's fetch wait, queues,
+    batching and processing) and ``store`` (verdict send to the covering state write: the verdict's
+    confirmation and the table write); ``received`` adds the fetch of a consumer reading the verdict.
+    ``write`` = every state write minus the ``ts`` of the newest event it covers (almost every event, so stable
+    percentiles). ``top_*`` are the components of the verdicts at or above the p99.
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     from streams.broker import ensure_topics
     from streams.kafka_compat import end_offsets
     from streams.simulate import simulate
-    from streams.worker import envelope
 
     topics = {f"{prefix}.events": partitions, f"{prefix}.verdicts": partitions}
     asyncio.run(ensure_topics(bootstrap, topics))
-    warm = list(simulate(gateways=20, rate=100.0, duration=2.0, seed=99, hashed=hashed))
-    produce(bootstrap, f"{prefix}.events", warm, partitions)
-    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir, sweep=None)  # default sweep
+    warm = disjoint(simulate_records(20, 2.0, hashed), "warm-")
+    warm_span = produce(bootstrap, f"{prefix}.events", warm, partitions)
+    proc, _ = start_worker(bootstrap, prefix, partitions, store, workdir)
+    changelog = changelog_of(prefix)
     try:
-        deadline = time.monotonic() + 60
-        while metric_sum(scrape(port), "loopwatch_events_total") < len(warm):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("worker not ready for the latency run")
-            time.sleep(0.1)
         gateways = max(10, int(rate * seconds) // 600)
         traffic = list(simulate(gateways=gateways, rate=rate, duration=seconds, seed=5, hashed=hashed))
-        changelog = changelog_topic(f"{prefix}-lw")
 
-        async def run() -> tuple[list[float], list[float], int]:
+        async def run() -> dict[str, list[float]]:
+            watch = ChangelogWatch(bootstrap, changelog, partitions)
+            await watch.start()
+            await watch_until_done(watch, [proc], warm_span, timeout=120)
             consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)
             await consumer.start()
-            tps = [TopicPartition(t, p) for t in (f"{prefix}.verdicts", changelog) for p in range(partitions)]
+            tps = [TopicPartition(f"{prefix}.verdicts", p) for p in range(partitions)]
             consumer.assign(tps)
             ends = await end_offsets(bootstrap, [(tp.topic, tp.partition) for tp in tps])
             for tp in tps:
                 consumer.seek(tp, ends[tp])
             producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
             await producer.start()
-            verdict_latency: list[float] = []
-            writes: list[tuple[int, int, int]] = []  # (partition, last offset, write time)
-            sent_ts: dict[tuple[int, int], int] = {}
+            verdicts: list[tuple[int, int, int, float]] = []  # (partition, offset, verdict timestamp, received)
             stop_reading = asyncio.Event()
 
             async def reader() -> None:
                 while not stop_reading.is_set():
-                    batches = await consumer.getmany(timeout_ms=100)
-                    for tp, msgs in batches.items():
+                    batches = await consumer.getmany(timeout_ms=50)
+                    received = time.time() * 1000
+                    for msgs in batches.values():
                         for m in msgs:
-                            if tp.topic == changelog:
-                                if m.value is not None:
-                                    header = envelope.peek(m.value)
-                                    writes.append((header.partition, header.last_offset, m.timestamp))
-                                continue
-                            ts = orjson.loads(m.value).get("event_ts")
-                            if isinstance(ts, int | float):
-                                verdict_latency.append(m.timestamp - ts)
+                            source = orjson.loads(m.value).get("source") or {}
+                            verdicts.append((source.get("partition"), source.get("offset"), m.timestamp, received))
 
-            task = asyncio.ensure_future(reader())
+            async def follow() -> None:
+                while not stop_reading.is_set():
+                    await watch.poll()
+
+            tasks = [asyncio.ensure_future(reader()), asyncio.ensure_future(follow())]
             start = time.monotonic()
-            pending = []
+            sent: list[tuple[bytes, int, Any]] = []
+            acked_at: dict[int, float] = {}
             for i, (key, value) in enumerate(traffic):
                 due = start + i / rate
                 delay = due - time.monotonic()
@@ -249,22 +412,64 @@ def latency_run(
                     await asyncio.sleep(delay)
                 event = orjson.loads(value)
                 ts = event["ts"] = int(time.time() * 1000)
-                pending.append((ts, await producer.send(f"{prefix}.events", orjson.dumps(event), key=key)))
+                fut = await producer.send(f"{prefix}.events", orjson.dumps(event), key=key)
+                fut.add_done_callback(lambda _f, i=i: acked_at.__setitem__(i, time.time() * 1000))
+                sent.append((key, ts, fut))
             await producer.flush()
-            for ts, fut in pending:
+            events: dict[tuple[int, int], tuple[bytes, int, float]] = {}
+            span: dict[int, tuple[int, int]] = {}
+            for i, (key, ts, fut) in enumerate(sent):
                 meta = await fut
-                sent_ts[(meta.partition, meta.offset)] = ts
-            await asyncio.sleep(2.0)
+                events[(meta.partition, meta.offset)] = (key, ts, acked_at.get(i, float("nan")))
+                first, last = span.get(meta.partition, (meta.offset, meta.offset))
+                span[meta.partition] = (min(first, meta.offset), max(last, meta.offset))
+            total = sum(last - first + 1 for first, last in span.values())
+            deadline = time.monotonic() + 60
+            while watch.processed(span) < total and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)  # every state stored (the follow task polls the changelog)
+            await asyncio.sleep(1.0)  # and the last verdicts read
             stop_reading.set()
-            await task
+            await asyncio.gather(*tasks)
             await producer.stop()
             await consumer.stop()
-            write_latency = [float(at - sent_ts[(p, o)]) for p, o, at in writes if (p, o) in sent_ts]
-            return verdict_latency, write_latency, len(traffic)
+            await watch.stop()
+            return breakdown(events, verdicts, watch.writes)
 
         return asyncio.run(run())
     finally:
         stop(proc)
+
+
+def breakdown(
+    events: dict[tuple[int, int], tuple[bytes, int, float]],
+    verdicts: list[tuple[int, int, int, float]],
+    writes: list[tuple[bytes, int, int, int]],
+) -> dict[str, list[float]]:
+    """Latency samples by name from matched events, verdicts and state writes (see :func:`latency_run`)."""
+    by_key: dict[bytes, list[tuple[int, int]]] = {}
+    out: dict[str, list[float]] = {name: [] for name in ("verdict", "ack", "worker", "store", "received", "write")}
+    for key, partition, last_offset, at in writes:
+        by_key.setdefault(key, []).append((last_offset, at))
+        covered = events.get((partition, last_offset))
+        if covered is not None:
+            out["write"].append(float(at - covered[1]))
+    rows = []
+    for partition, offset, at, received in verdicts:
+        event = events.get((partition, offset))
+        if event is None:
+            continue
+        key, ts, acked = event
+        store = next((w for o, w in by_key.get(key, []) if o >= offset), None)
+        row = (at - ts, acked - ts, at - acked, (store - at) if store is not None else float("nan"), received - ts)
+        rows.append(row)
+        for name, value in zip(("verdict", "ack", "worker", "store", "received"), row, strict=True):
+            out[name].append(float(value))
+    if rows:
+        p99 = percentile([r[0] for r in rows], 0.99)
+        top = [r for r in rows if r[0] >= p99]
+        for at_, name in enumerate(("ack", "worker", "store")):
+            out[f"top_{name}"] = [float(r[at_ + 1]) for r in top]
+    return out
 
 
 # --- (b) textbook Faust agent and (c) raw aiokafka loop: subprocess entry points ------------------------------
@@ -448,7 +653,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tb.add_argument("--store", default="rocksdb")
     tb.add_argument("--data-dir", required=True)
     tb.add_argument("--web-port", type=int, required=True)
-    parser.add_argument("--events", type=int, default=30000, help="events per throughput run")
+    parser.add_argument("--events", type=int, default=30000, help="events per throughput run of (a), (b), (c)")
+    parser.add_argument("--group-events", type=int, default=60000, help="events per run of the 1 vs 2 workers")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--store", choices=("rocksdb", "memory"), default="rocksdb")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
@@ -456,6 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--latency-rates", default="", help="comma-separated extra rates (events/s) for latency runs, e.g. 500,1000"
     )
     parser.add_argument("--variants", default="raw,prehashed", help="comma-separated: raw, prehashed")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: b, c, group, latency")
     args = parser.parse_args(argv)
     if args.command == "textbook-worker":
         return textbook_worker(args)
@@ -464,63 +671,147 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from streams.broker import EmbeddedBroker
 
+    skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     workdir = Path(tempfile.mkdtemp(prefix="worker-bench-"))
     print(f"worker bench: {args.events} events per run, {args.partitions} partitions, store {args.store}")
     print(f"  config {CONFIG.relative_to(REPO)}; logs in {workdir}")
+    print(f"  {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    table: dict[str, dict[str, str]] = {}
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         boot = broker.bootstrap
         for variant in args.variants.split(","):
+            column = table.setdefault(variant, {})
             hashed = variant == "prehashed"
             records = records_for(args.events, hashed=hashed)
             runs = len({k for k, _ in records})
             print(f"\n{variant} input: {len(records)} events over {runs} runs")
             results: dict[str, Result] = {}
-            prefix = f"a-{variant}"
-            produce(boot, f"{prefix}.events", records, args.partitions)
-            a = run_worker(boot, prefix, len(records), args.partitions, args.store, workdir)
-            results["a"] = a
+            a = results["a"] = run_worker(boot, f"a-{variant}", records, args.partitions, args.store, workdir)
             print(a.line())
-            prefix = f"b-{variant}"
-            produce(boot, f"{prefix}.events", records, args.partitions)
-            cmd = [
-                PYTHON, str(Path(__file__).resolve()), "textbook-worker", "--bootstrap", boot,
-                "--topic", f"{prefix}.events", "--verdicts", f"{prefix}.verdicts",
-                "--partitions", str(args.partitions), "--expect", str(len(records)),
-                "--group", f"{prefix}-tb", "--store", args.store, "--data-dir", str(workdir / f"{prefix}-tb"),
-                "--web-port", str(free_port()),
-            ]  # fmt: skip
-            results["b"] = run_subprocess_system("(b) textbook Faust agent", cmd, len(records), workdir, prefix)
-            print(results["b"].line())
-            prefix = f"c-{variant}"
-            produce(boot, f"{prefix}.events", records, args.partitions)
-            cmd = [
-                PYTHON, str(Path(__file__).resolve()), "raw-loop", "--bootstrap", boot,
-                "--topic", f"{prefix}.events", "--verdicts", f"{prefix}.verdicts",
-                "--partitions", str(args.partitions), "--expect", str(len(records)),
-            ]  # fmt: skip
-            results["c"] = run_subprocess_system("(c) raw aiokafka loop", cmd, len(records), workdir, prefix)
-            print(results["c"].line())
-            print(f"  ratio a/b = {a.rate / results['b'].rate:.2f}   a/c = {a.rate / results['c'].rate:.2f}")
+            idle_ms, scrape_ms = a.idle_ms, a.scrape_ms  # type: ignore[attr-defined]
             print(
-                f"  state: {a.state_per_run:.0f} bytes per active run "  # type: ignore[attr-defined]
-                f"({a.runs:.0f} runs after the run)"  # type: ignore[attr-defined]
+                f"  (a) apart from the window: idle {idle_ms:.0f} ms CPU/s, {scrape_ms:.1f} ms CPU per /metrics scrape"
             )
+            column["(a) loopwatch worker"] = f"{a.rate:,.0f} events/s, {a.cpu_per_event_us:.0f} µs CPU/event"
+            column["(a) idle CPU, per /metrics scrape"] = f"{idle_ms:.0f} ms/s, {scrape_ms:.1f} ms"
+            if "b" not in skip:
+                prefix = f"b-{variant}"
+                produce(boot, f"{prefix}.events", records, args.partitions)
+                cmd = [
+                    PYTHON, str(Path(__file__).resolve()), "textbook-worker", "--bootstrap", boot,
+                    "--topic", f"{prefix}.events", "--verdicts", f"{prefix}.verdicts",
+                    "--partitions", str(args.partitions), "--expect", str(len(records)),
+                    "--group", f"{prefix}-tb", "--store", args.store, "--data-dir", str(workdir / f"{prefix}-tb"),
+                    "--web-port", str(free_port()),
+                ]  # fmt: skip
+                b = results["b"] = run_subprocess_system("(b) textbook Faust agent", cmd, len(records), workdir, prefix)
+                print(b.line())
+                column["(b) textbook Faust agent"] = f"{b.rate:,.0f} events/s, {b.cpu_per_event_us:.0f} µs"
+            if "c" not in skip:
+                prefix = f"c-{variant}"
+                produce(boot, f"{prefix}.events", records, args.partitions)
+                cmd = [
+                    PYTHON, str(Path(__file__).resolve()), "raw-loop", "--bootstrap", boot,
+                    "--topic", f"{prefix}.events", "--verdicts", f"{prefix}.verdicts",
+                    "--partitions", str(args.partitions), "--expect", str(len(records)),
+                ]  # fmt: skip
+                c = results["c"] = run_subprocess_system("(c) raw aiokafka loop", cmd, len(records), workdir, prefix)
+                print(c.line())
+                column["(c) raw aiokafka loop"] = f"{c.rate:,.0f} events/s, {c.cpu_per_event_us:.0f} µs"
+            ratios = []
+            for other in ("b", "c"):
+                if other in results:
+                    r = results[other]
+                    ratios.append(
+                        f"a/{other} = {a.rate / r.rate:.2f} (CPU/event {other}/a = "
+                        f"{r.cpu_per_event_us / a.cpu_per_event_us:.2f})"
+                    )
+            if ratios:
+                print("  " + "   ".join(ratios))
+                column["throughput ratios"] = ", ".join(r.split(" (")[0] for r in ratios)
+            sizes = a.sizes  # type: ignore[attr-defined]
+            if sizes:
+                mean = statistics.fmean(sizes)
+                print(
+                    f"  state: {mean:.0f} bytes per run on average, median {statistics.median(sizes):.0f}, "
+                    f"max {max(sizes)} ({len(sizes)} runs)"
+                )
+                column["state per run (mean / max)"] = f"{mean:,.0f} B / {max(sizes):,} B"
+            if "group" not in skip:
+                group_records = records_for(args.group_events, hashed=hashed, seed=11)
+                warm = disjoint(list(simulate_records(20, 1.0, hashed)), "warm-")
+                group: list[Result] = []
+                for n in (1, 2):
+                    prefix = f"g{n}-{variant}"
+                    res = run_group(boot, prefix, group_records, warm, n, args.partitions, args.store, workdir)
+                    group.append(res)
+                    print(res.line())
+                one, two = group
+                print(
+                    f"  2 workers / 1 worker: throughput {two.rate / one.rate:.2f}x, "
+                    f"CPU/event {two.cpu_per_event_us / one.cpu_per_event_us:.2f}x"
+                )
+                column["1 worker, warm group"] = f"{one.rate:,.0f} events/s, {one.cpu_per_event_us:.0f} µs"
+                column["2 workers, one group"] = f"{two.rate:,.0f} events/s, {two.cpu_per_event_us:.0f} µs"
+                column["2 workers / 1 worker"] = f"{two.rate / one.rate:.2f}x"
+            if "latency" in skip:
+                continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             for n, rate in enumerate([a.rate / 2, *extra]):
-                lat, writes, sent = latency_run(
+                samples = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed
                 )
-                what = "half of a" if n == 0 else "fixed rate"
-                print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s, {sent} events:")
-                for label, values in (("event -> verdict", lat), ("event -> state write", writes)):
+                what = "half of (a)" if n == 0 else "fixed rate"
+                print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s:")
+                for label, name in (
+                    ("event -> verdict sent", "verdict"),
+                    ("  event produce ack", "ack"),
+                    ("  ack -> verdict sent", "worker"),
+                    ("  verdict -> state stored", "store"),
+                    ("event -> verdict read", "received"),
+                    ("event -> state write", "write"),
+                ):
+                    values = samples.get(name, [])
                     top = max(values) if values else float("nan")
-                    mean = statistics.fmean(values) if values else float("nan")
                     print(
-                        f"    {label:21} p50 {percentile(values, 0.5):6.1f} ms  "
-                        f"p99 {percentile(values, 0.99):6.1f} ms  max {top:6.1f} ms  "
-                        f"mean {mean:5.1f} ms  ({len(values)} samples)"
+                        f"    {label:26} p50 {percentile(values, 0.5):6.1f} ms  "
+                        f"p99 {percentile(values, 0.99):6.1f} ms  max {top:6.1f} ms  ({len(values)} samples)"
                     )
+                tops = {name: samples.get(f"top_{name}", []) for name in ("ack", "worker", "store")}
+                made_of = ", ".join(f"{name} {statistics.fmean(v):.0f} ms" for name, v in tops.items() if v)
+                print(f"    the p99 verdicts (slowest 1 %) are made of, on average: {made_of}")
+                verdict = samples.get("verdict", [])
+                key = f"event → verdict p50 / p99 at {'half of (a)' if n == 0 else f'{rate:.0f}/s'}"
+                column[key] = f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
+                if n == 0:
+                    column["p99 made of (ack, worker, store)"] = made_of
+    print("\nside by side (one run; on a shared machine repeat it and quote medians):")
+    variants = list(table)
+    rows = list(dict.fromkeys(row for col in table.values() for row in col))
+    print("  " + " | ".join(["", *variants]))
+    for row in rows:
+        print("  " + " | ".join([row, *(table[v].get(row, "") for v in variants)]))
     return 0
+
+
+def simulate_records(gateways: int, seconds: float, hashed: bool) -> list[tuple[bytes, bytes]]:
+    from streams.simulate import simulate
+
+    return list(simulate(gateways=gateways, rate=100.0, duration=seconds, seed=99, hashed=hashed))
+
+
+def disjoint(records: Sequence[tuple[bytes, bytes]], tag: str) -> list[tuple[bytes, bytes]]:
+    """``records`` with ``tag`` in front of every id, so warm-up events share no run or event with the rest."""
+    from streams.decode import scope_key_of
+
+    out = []
+    for _key, value in records:
+        event = orjson.loads(value)
+        for name in ("gateway_id", "event_id", "session_id", "run_id"):
+            if isinstance(event.get(name), str) and event[name].strip():
+                event[name] = tag + event[name]
+        out.append((scope_key_of(event.get("run_id"), event["session_id"]).encode(), orjson.dumps(event)))
+    return out
 
 
 if __name__ == "__main__":
