@@ -10,10 +10,22 @@ Three systems process the same realistic fleet traffic (:mod:`streams.simulate`,
     produce state (changelog topic) and verdicts -> wait for acks (``worker_bench.py raw-loop``, a
     subprocess; partitions assigned manually, no group, no commits).
 
-For each: events/s over the processing window and CPU per event of that process. Then ratios a/b and a/c,
-the worker's event-to-verdict latency p50/p99 at half of (a)'s max rate (verdict record timestamp minus the
-event's ``ts``, stamped at produce time), and stored bytes per active run. Every system reads topics that
-were filled before it started, so the figures are processing capacity, not producer speed.
+For each: events/s over the processing window and CPU per event of that process (``/proc`` user + system
+time over the window / events; no profiler). The worker's progress is read from its run-table changelog by
+the benchmark itself (every state write names the newest source offset it covers), so nothing asks the worker
+anything during the window; its idle CPU and the CPU of one ``/metrics`` scrape are measured after the window
+and reported apart. Then:
+
+* ratios a/b and a/c;
+* scale-out: 1 and 2 worker processes in one consumer group, settled on a warm-up first, then a backlog;
+  throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event;
+* event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
+  made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write);
+* stored bytes per run (the newest changelog value of every run).
+
+Everything is printed per variant and then side by side in one table. Every throughput run reads a topic
+filled before it started (or, for the scale-out, measures after the producer finished), so the figures are
+processing capacity, not producer speed.
 
 Run from the repository root: ``.venv/bin/python bench/worker_bench.py [--events 30000]``.
 """
@@ -41,7 +53,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from streams.topics import changelog_topic  # noqa: E402
-from tests.support.worker import scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
+from tests.support.worker import metric, scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
 PYTHON = sys.executable
@@ -312,19 +324,30 @@ def run_group(
     The window opens when the backlog is fully produced (the producer shares the cores) and closes when it is
     processed, so it measures the group's capacity, not the producer's speed or the group's start-up.
     """
-    procs = [
-        start_worker(bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None)[0]
+    started = [
+        start_worker(bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None)
         for i in range(workers)
     ]
+    procs = [proc for proc, _ in started]
 
     async def run() -> Result:
         watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
         await watch.start()
         try:
-            for _ in range(2):  # the second round proves the group served every partition after any rebalance
+            # Warm-up rounds until every worker applied events of the last one: the group is settled (these
+            # scrapes are outside the window).
+            seen = [0.0] * workers
+            for _ in range(15):
                 span = await produce_async(bootstrap, f"{prefix}.events", warm, partitions)
                 await watch_until_done(watch, procs, span, timeout=120)
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(1.0)
+                counts = [metric(scrape(port), "loopwatch_events_total") for _, port in started]
+                settled = all(now > before for now, before in zip(counts, seen, strict=True))
+                seen = counts
+                if settled:
+                    break
+            else:
+                raise RuntimeError("the group did not settle: a worker got no partition")
             produced = asyncio.ensure_future(produce_async(bootstrap, f"{prefix}.events", records, partitions))
             span_future: asyncio.Future[Any] = produced
             while not produced.done():  # keep the watch current while the backlog is written
