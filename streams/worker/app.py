@@ -38,14 +38,14 @@ import faust
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
-from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
+from streams.kafka_compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.metrics import WorkerMetrics
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
-from streams.worker.offsets import OffsetTracker
+from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import WorkerSettings
 from streams.worker.storms import StormWatch
@@ -134,7 +134,6 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
-        app.on_partitions_revoked.connect(cast(Any, self._on_revoked))  # mode types receivers loosely
         self.storms = StormWatch(app, settings, metrics)
 
     # --- topics ------------------------------------------------------------------------------------------
@@ -219,32 +218,52 @@ class LoopwatchWorker:
             reader.cancel()
             acker.cancel()
 
-    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        """Faust's ``on_partitions_revoked`` signal (``revoked`` set of TPs): stop expecting their next offsets."""
-        revoked = args[0] if args else kwargs.get("revoked", ())
-        topic = self.settings.events_topic
-        self._offsets.forget(tp.partition for tp in revoked if tp.topic == topic)
-
     async def _read(self, stream: Any, queue: asyncio.Queue[Any]) -> None:
+        """Queue the events of the stream that :mod:`streams.worker.offsets` lets apply; re-read after a jump."""
         error: BaseException | None = None
-        observe = self._offsets.observe
+        tracker = self._offsets
+        consumer = cast(CompatConsumer, self.app.consumer)
         try:
             async for event in stream.events():
                 message = event.message
-                jump = observe(message.partition, message.offset)
-                if jump is not None:
-                    self.metrics.skipped_offsets.inc(jump.count)
-                    log.warning(
-                        "%s[%d]: offsets %d..%d were never delivered (no records there, e.g. transaction markers "
-                        "or compaction, or a consumer defect)",
-                        message.topic, jump.partition, jump.first, jump.last,
-                    )  # fmt: skip
-                await queue.put(event)
+                if not tracker.knows(message.partition, message.generation_id):
+                    await self._start_partition(consumer, message.tp, message.generation_id)
+                step = tracker.observe(message.partition, message.offset)
+                if step is Step.APPLY:
+                    await queue.put(event)
+                    continue
+                consumer.discard(message)
+                if isinstance(step, Jump):
+                    await self._reread(consumer, message, step)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             error = exc
         await queue.put(_ReaderStopped(error))
+
+    async def _start_partition(self, consumer: CompatConsumer, tp: Any, generation: int | None) -> None:
+        """First record of a partition in this consumer generation: read where the group committed."""
+        committed = (await consumer.committed_offsets([tp])).get(tp)
+        if committed is None:
+            committed = (await consumer.earliest_offsets(tp)).get(tp, 0)
+        self._offsets.start(tp.partition, generation, committed)
+
+    async def _reread(self, consumer: CompatConsumer, message: Any, jump: Jump) -> None:
+        tp = message.tp
+        earliest = (await consumer.earliest_offsets(tp)).get(tp, 0)
+        target = max(jump.first, earliest)
+        self.metrics.skipped_offsets.inc(jump.count)
+        if target > jump.first:
+            log.warning(
+                "%s[%d]: offsets %d..%d were deleted by retention before they were applied",
+                tp.topic, tp.partition, jump.first, target - 1,
+            )  # fmt: skip
+            self._offsets.reread_from(tp.partition, target)
+        log.warning(
+            "%s[%d]: offsets %d..%d were never delivered before offset %d: not applied, re-reading from %d",
+            tp.topic, tp.partition, jump.first, jump.last, message.offset, target,
+        )  # fmt: skip
+        await consumer.rewind(tp, target)
 
     async def _ack(self, stream: Any, pending: asyncio.Queue[_InFlight]) -> None:
         """Per batch, in order: verdicts confirmed -> states stored -> changelog confirmed -> acknowledge."""
