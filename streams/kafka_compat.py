@@ -378,6 +378,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._positioned = False
         self._next_delivery: dict[Any, int] = {}  # stream partition -> offset of the next record to deliver
         self._rereading: set[Any] = set()  # partitions sought back: later records wait for that offset
+        self._gapless_tps: dict[Any, bool] = {}
 
     @property
     def compat_options(self) -> CompatOptions:
@@ -388,7 +389,12 @@ class CompatConsumer(faust_aiokafka.Consumer):
         return self.compat_options.hold_until_seek and not self.app.client_only
 
     def _gapless(self, tp: Any) -> bool:
-        return self.compat_options.gapless and not self.app.client_only and not self._is_changelog_tp(tp)
+        gapless = self._gapless_tps.get(tp)
+        if gapless is None:  # per record otherwise: Faust builds the set of changelog topics on every call
+            gapless = self._gapless_tps[tp] = (
+                self.compat_options.gapless and not self.app.client_only and not self._is_changelog_tp(tp)
+            )
+        return gapless
 
     # --- remedy 3 (hold) and the aiokafka-level pause of remedy 4 -------------------------------------------
 
@@ -601,6 +607,7 @@ def faust_settings_for(
     session_timeout: float | None = None,
     heartbeat_interval: float | None = None,
     security: KafkaSecurity | None = None,
+    group_instance_id: str | None = None,
 ) -> dict[str, Any]:
     """Faust settings for a broker: ``faust.App(id, **faust_settings_for(bootstrap, embedded=True))``.
 
@@ -608,7 +615,8 @@ def faust_settings_for(
     0.5 s) so joins and takeovers take seconds, and single-replica topics. Always at-least-once (Tansu has no
     transactions). For a real cluster Faust's session defaults stay unless overridden. ``security`` (TLS/SASL)
     becomes ``broker_credentials``, which Faust hands to every client it makes (and :class:`CompatConsumerThread`
-    to its end-offset probe).
+    to its end-offset probe). ``group_instance_id`` makes the consumer a static group member (Faust passes
+    ``consumer_group_instance_id`` to aiokafka's ``group_instance_id``).
     """
     hosts = [host.strip() for host in bootstrap.split(",") if host.strip()]
     if not hosts:
@@ -628,6 +636,8 @@ def faust_settings_for(
         settings["broker_session_timeout"] = session_timeout
     if heartbeat_interval is not None:
         settings["broker_heartbeat_interval"] = heartbeat_interval
+    if group_instance_id:
+        settings["consumer_group_instance_id"] = group_instance_id
     credentials = security.faust_credentials() if security is not None else None
     if credentials is not None:
         settings["broker_credentials"] = credentials

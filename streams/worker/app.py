@@ -107,7 +107,12 @@ class LoopwatchWorker:
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
-            **faust_settings_for(settings.bootstrap, embedded=settings.embedded, security=settings.security),
+            **faust_settings_for(
+                settings.bootstrap,
+                embedded=settings.embedded,
+                security=settings.security,
+                group_instance_id=settings.group_instance_id,
+            ),
             store="rocksdb://" if settings.store == "rocksdb" else "memory://",
             datadir=settings.data_dir,
             topic_partitions=settings.partitions,
