@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import IllegalStateError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from streams.kafka_security import KafkaSecurity
@@ -492,7 +493,11 @@ class CompatConsumer(faust_aiokafka.Consumer):
             await self._reread(tp, expected, offset)
 
     async def _reread(self, tp: Any, expected: int, seen: int) -> None:
-        earliest = (await self.earliest_offsets(tp)).get(tp)
+        try:
+            earliest = (await self.earliest_offsets(tp)).get(tp)
+        except Exception as exc:  # the broker is unreachable: re-read from the expected offset regardless
+            log.info("%s[%d]: earliest offset unknown (%r)", tp.topic, tp.partition, exc)
+            earliest = None
         target = expected
         if earliest is not None and earliest > expected:
             log.warning(
@@ -512,7 +517,10 @@ class CompatConsumer(faust_aiokafka.Consumer):
         if self._gapless(tp):
             self._next_delivery[tp] = offset
             self._rereading.add(tp)
-        await self.seek(tp, offset)
+        try:
+            await self.seek(tp, offset)
+        except IllegalStateError:  # revoked meanwhile: its next owner starts from the committed offset
+            log.info("%s[%d]: not re-read from %d, no longer assigned", tp.topic, tp.partition, offset)
 
     async def _seek(self, partition: Any, offset: int) -> None:
         # Faust's own ``_seek`` calls aiokafka from this (the main) thread; do it on the consumer's thread.

@@ -178,3 +178,15 @@ def test_faust_never_counts_a_gap_of_a_stream_partition_as_processed() -> None:
     for offset in (5, 9):
         consumer.ack(ConsumerMessage("ev", 0, offset, 0.0, 0, None, b"k", b"v", None, tp=tp))
     assert consumer._filter_committable_offsets([tp]) == {tp: 6}  # not past 6, the first offset never applied
+
+
+def test_a_partition_revoked_before_its_re_read_is_left_to_its_next_owner() -> None:
+    from aiokafka.errors import IllegalStateError
+
+    consumer, _ = consumer_of()
+
+    async def _seek(tp: TP, offset: int) -> None:
+        raise IllegalStateError(f"{tp} is not assigned")
+
+    consumer._seek = _seek  # type: ignore[method-assign]
+    run(consumer.rewind(EVENTS[0], 7))  # no error: nothing to re-read here

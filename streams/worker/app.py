@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
@@ -248,15 +249,14 @@ class LoopwatchWorker:
 
     async def _start_partition(self, consumer: CompatConsumer, tp: Any, generation: int | None) -> None:
         """First record of a partition in this consumer generation: read where the group committed."""
-        committed = (await consumer.committed_offsets([tp])).get(tp)
+        committed = (await consumer.committed_offsets([tp])).get(tp)  # aiokafka retries until it has them
         if committed is None:
-            committed = (await consumer.earliest_offsets(tp)).get(tp, 0)
+            committed = await _earliest(consumer, tp)
         self._offsets.start(tp.partition, generation, committed)
 
     async def _reread(self, consumer: CompatConsumer, message: Any, jump: Jump) -> None:
         tp = message.tp
-        earliest = (await consumer.earliest_offsets(tp)).get(tp, 0)
-        target = max(jump.first, earliest)
+        target = max(jump.first, await _earliest(consumer, tp))
         self.metrics.skipped_offsets.inc(jump.count)
         if target > jump.first:
             log.warning(
@@ -489,6 +489,18 @@ class LoopwatchWorker:
             code = exc.code
             return code if isinstance(code, int) else (0 if code is None else 1)
         return 0
+
+
+async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> int:
+    """The partition's earliest offset; ListOffsets fails while the broker is unreachable, so retry a while."""
+    for attempt in range(attempts):
+        try:
+            return (await consumer.earliest_offsets(tp)).get(tp, 0)
+        except KafkaError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def _exit_now(exc: BaseException) -> None:
