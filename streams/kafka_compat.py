@@ -40,12 +40,13 @@
    records a gap for a stream partition, so its commits stop before any offset not delivered and acknowledged.
    Stream topics must therefore be neither compacted nor transactional (the worker's events topic is
    neither). The worker checks the same invariant independently (:mod:`streams.worker.offsets`), against the
-   group's committed offsets.
+   group's committed offsets. Also: a table-recovery seek below offset 0 (seen for standby partitions under
+   the chaos test, where it crashed the worker) reads the changelog from its beginning.
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
 ``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow`` for
-remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap`` and revocation for remedy 4) ->
+remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap``, ``seek_wait`` and revocation for remedy 4) ->
 ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
 (used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions) and ``on_start``
 (to reach its own group coordinator), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
@@ -542,6 +543,14 @@ class CompatConsumer(faust_aiokafka.Consumer):
             self._next_delivery.pop(tp, None)
             self._rereading.discard(tp)
         await super().on_partitions_revoked(revoked)
+
+    async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
+        """Table recovery's seek: an offset below 0 (Faust derives standby starts from ListOffsets(EARLIEST) - 1,
+        which went below -1 under the chaos test and crashed the worker) means the partition's beginning."""
+        bad = {tp: offset for tp, offset in partitions.items() if not isinstance(offset, int) or offset < 0}
+        if bad:
+            log.info("recovery seeks below 0 read from the beginning instead: %s", bad)
+        await super().seek_wait({tp: 0 if tp in bad else offset for tp, offset in partitions.items()})
 
     # --- for the worker's own check (streams.worker.offsets) ------------------------------------------------
 

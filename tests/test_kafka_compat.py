@@ -190,3 +190,15 @@ def test_a_partition_revoked_before_its_re_read_is_left_to_its_next_owner() -> N
 
     consumer._seek = _seek  # type: ignore[method-assign]
     run(consumer.rewind(EVENTS[0], 7))  # no error: nothing to re-read here
+
+
+def test_a_recovery_seek_below_zero_reads_from_the_beginning() -> None:
+    consumer, _ = consumer_of()
+    sought: list[Mapping[TP, int]] = []
+
+    async def seek_wait(partitions: Mapping[TP, int]) -> None:
+        sought.append(dict(partitions))
+
+    consumer._thread.seek_wait = seek_wait  # type: ignore[method-assign]
+    run(consumer.seek_wait({CHANGELOG[0]: -2, CHANGELOG[1]: 7}))
+    assert sought == [{CHANGELOG[0]: 0, CHANGELOG[1]: 7}]
