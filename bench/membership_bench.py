@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from streams.broker import EmbeddedBroker
-from tests.worker.harness import Feeder, WorkerProcess, fleet_traffic, keyed, metric, new_names, write_config
+from tests.support.worker import Feeder, WorkerProcess, fleet_traffic, keyed, metric, new_names, write_config
 
 WINDOW = 25.0
 

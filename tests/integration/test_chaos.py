@@ -43,7 +43,7 @@ from streams.simulate import simulate
 from streams.worker import envelope
 from streams.worker.processing import InputRecord, plan_batch
 from tests.support.kafka import Record, TopicReader, true_end_offsets
-from tests.worker.harness import (
+from tests.support.worker import (
     Feeder,
     Names,
     WorkerProcess,
