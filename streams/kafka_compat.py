@@ -25,24 +25,46 @@
    resumes are held back (kept paused) until the seek has completed and the consumer's flow is resumed, so
    the first record delivered for a partition is the one at its committed offset.
 
+4. **Records fetched but never delivered** (Faust 0.15.3 with aiokafka, on any broker). Faust's partition pause
+   is only a filter in Faust: aiokafka keeps fetching paused partitions, and Faust hands the consumer thread
+   its *live* set of active partitions, which the main thread keeps changing (an emptied set means "all
+   partitions" to aiokafka's ``fetched_records``). Records drained for a partition that is no longer active
+   when they reach Faust's ``getmany`` are dropped as records of an "inactive partition", or at a flow stop,
+   after aiokafka's position already moved past them. Faust then receives a later record, records the offsets
+   in between as a "gap", treats gaps as processed, and commits past them: events lost without a trace,
+   after back-to-back rebalances (seen in ``tests/integration/test_chaos.py``). Remedy, where the mechanism
+   lives: (a) partitions Faust pauses or holds are paused in aiokafka too, so neither fetched nor drained;
+   (b) the consumer thread fetches from a snapshot of the active set and nothing when it is empty; (c) each
+   stream partition is delivered gaplessly from the position Faust sought: a record beyond the next expected
+   offset is not delivered, the partition is sought back (on the consumer thread) and re-read; (d) Faust never
+   records a gap for a stream partition, so its commits stop before any offset not delivered and acknowledged.
+   Stream topics must therefore be neither compacted nor transactional (the worker's events topic is
+   neither). The worker checks the same invariant independently (:mod:`streams.worker.offsets`), against the
+   group's committed offsets. Also: a table-recovery seek below offset 0 (seen for standby partitions under
+   the chaos test, where it crashed the worker) reads the changelog from its beginning.
+
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
-``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow``, for
-remedy 3) -> ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
+``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow`` for
+remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap``, ``seek_wait`` and revocation for remedy 4) ->
+``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
 (used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions) and ``on_start``
-(to reach its own group coordinator). Nothing global is patched.
+(to reach its own group coordinator), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
+Nothing global is patched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import IllegalStateError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from streams.kafka_security import KafkaSecurity
@@ -81,12 +103,13 @@ class KafkaCompatError(RuntimeError):
 
 @dataclass(frozen=True)
 class CompatOptions:
-    """Which remedies a :class:`CompatTransport` applies (both on by default; off only to show the bugs)."""
+    """Which remedies a :class:`CompatTransport` applies (all on by default; off only to show the bugs)."""
 
     fix_end_offsets: bool = True
     leave_group_generation_zero: bool = True
     rewind_uncommitted: bool = True
     hold_until_seek: bool = True
+    gapless: bool = True
     probe_timeout: float = 15.0
 
 
@@ -327,6 +350,14 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         )
         return result
 
+    async def committed_offsets(self, partitions: list[Any]) -> Mapping[Any, int | None]:
+        """Committed offsets from the group coordinator (OffsetFetch), on the consumer's thread."""
+        return cast(Mapping[Any, int | None], await self.call_thread(self._committed_offsets, partitions))
+
+    async def _committed_offsets(self, partitions: list[Any]) -> Mapping[Any, int | None]:
+        consumer = self._ensure_consumer()
+        return {tp: await consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in partitions}
+
     def _new_probe(self) -> AIOKafkaConsumer:
         conf = self.app.conf
         transport = self.transport
@@ -339,18 +370,35 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 
 class CompatConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`; holds stream partitions back
-    from the moment Faust resumes them until they are positioned and the flow resumes (remedy 3)."""
+    """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`, with remedies 3 and 4: stream
+    partitions are held from the moment Faust resumes them until they are positioned and the flow resumes, and
+    delivered without gaps (paused in aiokafka too, re-read after anything fetched was not delivered)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: set[Any] = set()
         self._positioned = False
+        self._next_delivery: dict[Any, int] = {}  # stream partition -> offset of the next record to deliver
+        self._rereading: set[Any] = set()  # partitions sought back: later records wait for that offset
+        self._gapless_tps: dict[Any, bool] = {}
+
+    @property
+    def compat_options(self) -> CompatOptions:
+        options = getattr(self.transport, "compat_options", None)
+        return options if isinstance(options, CompatOptions) else CompatOptions()
 
     def _holding(self) -> bool:
-        options = getattr(self.transport, "compat_options", None)
-        hold = options.hold_until_seek if isinstance(options, CompatOptions) else True
-        return hold and not self.app.client_only
+        return self.compat_options.hold_until_seek and not self.app.client_only
+
+    def _gapless(self, tp: Any) -> bool:
+        gapless = self._gapless_tps.get(tp)
+        if gapless is None:  # per record otherwise: Faust builds the set of changelog topics on every call
+            gapless = self._gapless_tps[tp] = (
+                self.compat_options.gapless and not self.app.client_only and not self._is_changelog_tp(tp)
+            )
+        return gapless
+
+    # --- remedy 3 (hold) and the aiokafka-level pause of remedy 4 -------------------------------------------
 
     def resume_partitions(self, tps: Iterable[Any]) -> None:
         """Resume changelog partitions now; stream partitions once positioned (see :meth:`resume_flow`)."""
@@ -361,6 +409,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             resume -= streams
         if resume:
             super().resume_partitions(resume)
+            self._pause_in_aiokafka(resume, paused=False)
 
     def pause_partitions(self, tps: Iterable[Any]) -> None:
         paused = set(tps)
@@ -368,10 +417,18 @@ class CompatConsumer(faust_aiokafka.Consumer):
         if any(not self._is_changelog_tp(tp) for tp in paused):
             self._positioned = False  # a rebalance: the next resume waits for the next seek
         super().pause_partitions(paused)
+        self._pause_in_aiokafka(paused, paused=True)
 
     async def perform_seek(self) -> None:
         self._positioned = False
         await super().perform_seek()
+        for tp, offset in list(self._read_offset.items()):  # Faust's read offsets: the positions just sought
+            if self._gapless(tp):
+                self._rereading.discard(tp)
+                if offset is None:
+                    self._next_delivery.pop(tp, None)  # not committed: wherever the reset policy starts
+                else:
+                    self._next_delivery[tp] = offset
         self._positioned = True
 
     def resume_flow(self) -> None:
@@ -381,6 +438,131 @@ class CompatConsumer(faust_aiokafka.Consumer):
         if self._held and self._positioned:
             held, self._held = self._held, set()
             super().resume_partitions(held)
+            self._pause_in_aiokafka(held, paused=False)
+
+    def _pause_in_aiokafka(self, tps: Iterable[Any], *, paused: bool) -> None:
+        """Mirror Faust's pause of stream partitions into aiokafka, whose fetcher otherwise keeps fetching them
+        and advances their position for records Faust then drops as "inactive" (remedy 4)."""
+        streams = [TopicPartition(tp.topic, tp.partition) for tp in tps if self._gapless(tp)]
+        thread = self._thread
+        aio = getattr(thread, "_consumer", None)
+        if not streams or aio is None:
+            return
+
+        def apply() -> None:  # on the consumer thread's loop, like every other aiokafka call
+            assigned = aio.assignment()
+            for tp in streams:
+                if tp in assigned:
+                    (aio.pause if paused else aio.resume)(tp)
+
+        with contextlib.suppress(RuntimeError):  # the thread's loop is closed: the consumer is stopping
+            thread.thread_loop.call_soon_threadsafe(apply)
+
+    # --- remedy 4: gapless delivery -------------------------------------------------------------------------
+
+    async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
+        # Faust hands its live set of active partitions to the consumer thread, where an emptied set means
+        # "every partition" to aiokafka's ``fetched_records``: fetch from a snapshot, and nothing if empty.
+        if active_partitions is not None:
+            active_partitions = set(active_partitions)
+            if not active_partitions:
+                return {}
+        return await super()._getmany(active_partitions, timeout)
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
+        """Faust's batch of records, with each stream partition's records delivered gaplessly from its position.
+
+        A record beyond the next expected offset means records were fetched and then not delivered (dropped by
+        Faust as records of an inactive partition, or at a flow stop, while aiokafka's position moved past
+        them): it is not delivered, the partition is sought back and re-read. Records below it were delivered
+        already (Faust drops them too). Changelog partitions pass unchanged.
+        """
+        gaps: dict[Any, tuple[int, int]] = {}
+        async for tp, message in super().getmany(timeout):
+            if not self._gapless(tp):
+                yield tp, message
+                continue
+            offset = message.offset
+            expected = self._next_delivery.get(tp)
+            if expected is None or offset == expected:
+                self._next_delivery[tp] = offset + 1
+                self._rereading.discard(tp)
+                yield tp, message
+            elif offset > expected and tp not in self._rereading and tp not in gaps:
+                gaps[tp] = (expected, offset)
+        for tp, (expected, offset) in gaps.items():
+            await self._reread(tp, expected, offset)
+
+    async def _reread(self, tp: Any, expected: int, seen: int) -> None:
+        try:
+            earliest = (await self.earliest_offsets(tp)).get(tp)
+        except Exception as exc:  # the broker is unreachable: re-read from the expected offset regardless
+            log.info("%s[%d]: earliest offset unknown (%r)", tp.topic, tp.partition, exc)
+            earliest = None
+        target = expected
+        if earliest is not None and earliest > expected:
+            log.warning(
+                "%s[%d]: offsets %d..%d were deleted (retention) before they were delivered",
+                tp.topic, tp.partition, expected, earliest - 1,
+            )  # fmt: skip
+            target = earliest
+        log.warning(
+            "%s[%d]: offsets %d..%d were fetched but not delivered; re-reading from %d",
+            tp.topic, tp.partition, expected, seen - 1, target,
+        )  # fmt: skip
+        await self.rewind(tp, target)
+
+    async def rewind(self, tp: Any, offset: int) -> None:
+        """Deliver ``tp`` again from ``offset``: aiokafka's position, Faust's read offset and the next record
+        expected move there; records fetched before the seek landed are not delivered."""
+        if self._gapless(tp):
+            self._next_delivery[tp] = offset
+            self._rereading.add(tp)
+        try:
+            await self.seek(tp, offset)
+        except IllegalStateError:  # revoked meanwhile: its next owner starts from the committed offset
+            log.info("%s[%d]: not re-read from %d, no longer assigned", tp.topic, tp.partition, offset)
+
+    async def _seek(self, partition: Any, offset: int) -> None:
+        # Faust's own ``_seek`` calls aiokafka from this (the main) thread; do it on the consumer's thread.
+        await self._thread.call_thread(cast(Any, self._thread.seek), partition, offset)
+
+    async def _add_gap(self, tp: Any, offset_from: int, offset_to: int) -> None:
+        """Faust counts offsets it never delivered as processed, so commits pass them: never for stream
+        partitions (neither compacted nor transactional here, so a gap is a loss, re-read by remedy 4)."""
+        if not self._gapless(tp):
+            await super()._add_gap(tp, offset_from, offset_to)
+            return
+        log.error(
+            "%s[%d]: offsets %d..%d were skipped; not counted as processed (commits stop before them)",
+            tp.topic, tp.partition, offset_from, offset_to,
+        )  # fmt: skip
+
+    async def on_partitions_revoked(self, revoked: set[Any]) -> None:
+        for tp in revoked:
+            self._next_delivery.pop(tp, None)
+            self._rereading.discard(tp)
+        await super().on_partitions_revoked(revoked)
+
+    async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
+        """Table recovery's seek: an offset below 0 (Faust derives standby starts from ListOffsets(EARLIEST) - 1,
+        which went below -1 under the chaos test and crashed the worker) means the partition's beginning."""
+        bad = {tp: offset for tp, offset in partitions.items() if not isinstance(offset, int) or offset < 0}
+        if bad:
+            log.info("recovery seeks below 0 read from the beginning instead: %s", bad)
+        await super().seek_wait({tp: 0 if tp in bad else offset for tp, offset in partitions.items()})
+
+    # --- for the worker's own check (streams.worker.offsets) ------------------------------------------------
+
+    async def committed_offsets(self, tps: Iterable[Any]) -> dict[Any, int | None]:
+        """The group's committed offsets, fetched from the coordinator now (not Faust's bookkeeping)."""
+        thread = cast(CompatConsumerThread, self._thread)
+        return dict(await thread.committed_offsets(list(tps)))
+
+    def discard(self, message: Any) -> None:
+        """Forget a delivered record that will not be applied: never acknowledged (so never committed past),
+        and not waited for when the partitions are handed over."""
+        self._unacked_messages.discard(message)
 
     def _new_consumer_thread(self) -> CompatConsumerThread:
         return CompatConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -403,6 +585,7 @@ def apply_kafka_compat(
     leave_group_generation_zero: bool = True,
     rewind_uncommitted: bool = True,
     hold_until_seek: bool = True,
+    gapless: bool = True,
     probe_timeout: float = 15.0,
 ) -> bool:
     """Install the remedies into a ``faust.App``; call right after creating it, before it starts.
@@ -416,6 +599,7 @@ def apply_kafka_compat(
         leave_group_generation_zero=leave_group_generation_zero,
         rewind_uncommitted=rewind_uncommitted,
         hold_until_seek=hold_until_seek,
+        gapless=gapless,
         probe_timeout=probe_timeout,
     )
     current = getattr(app, "_transport", None)
@@ -440,6 +624,7 @@ def faust_settings_for(
     session_timeout: float | None = None,
     heartbeat_interval: float | None = None,
     security: KafkaSecurity | None = None,
+    group_instance_id: str | None = None,
 ) -> dict[str, Any]:
     """Faust settings for a broker: ``faust.App(id, **faust_settings_for(bootstrap, embedded=True))``.
 
@@ -447,7 +632,8 @@ def faust_settings_for(
     0.5 s) so joins and takeovers take seconds, and single-replica topics. Always at-least-once (Tansu has no
     transactions). For a real cluster Faust's session defaults stay unless overridden. ``security`` (TLS/SASL)
     becomes ``broker_credentials``, which Faust hands to every client it makes (and :class:`CompatConsumerThread`
-    to its end-offset probe).
+    to its end-offset probe). ``group_instance_id`` makes the consumer a static group member (Faust passes
+    ``consumer_group_instance_id`` to aiokafka's ``group_instance_id``).
     """
     hosts = [host.strip() for host in bootstrap.split(",") if host.strip()]
     if not hosts:
@@ -467,6 +653,8 @@ def faust_settings_for(
         settings["broker_session_timeout"] = session_timeout
     if heartbeat_interval is not None:
         settings["broker_heartbeat_interval"] = heartbeat_interval
+    if group_instance_id:
+        settings["consumer_group_instance_id"] = group_instance_id
     credentials = security.faust_credentials() if security is not None else None
     if credentials is not None:
         settings["broker_credentials"] = credentials

@@ -55,7 +55,7 @@ class WorkerMetrics:
         )
         self.skipped_offsets = Counter(
             "loopwatch_skipped_offsets",
-            "Offsets of loopwatch.events never delivered between two delivered records (see streams.worker.offsets)",
+            "Offsets of loopwatch.events the consumer skipped, re-read instead of applied (see streams.worker.offsets)",
             registry=r,
         )
         self.expired = Counter("loopwatch_expired_runs", "Runs removed after the idle TTL", registry=r)

@@ -212,6 +212,12 @@ def register(subparsers: Any) -> None:
         help="RocksDB block cache per table partition, MiB (LOOPWATCH_ROCKSDB_BLOCK_CACHE_MB)",
     )
     p.add_argument(
+        "--group-instance-id",
+        default=env_default(env, "LOOPWATCH_GROUP_INSTANCE_ID", None),
+        help="static group membership: a stable id per worker (e.g. the StatefulSet pod name), so a restart "
+        "within the session timeout moves no partitions; unset = dynamic membership (LOOPWATCH_GROUP_INSTANCE_ID)",
+    )
+    p.add_argument(
         "--dead-letter-original",
         choices=("full", "digest"),
         default=env_default(env, "LOOPWATCH_DEAD_LETTER_ORIGINAL", "full"),
@@ -251,6 +257,7 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
         sweep_interval=args.sweep_interval,
         log_level=args.log_level,
         worker_id=env_default(environ(), "LOOPWATCH_WORKER_ID", None),
+        group_instance_id=args.group_instance_id or None,
         events_topic=args.events_topic,
         verdicts_topic=args.verdicts_topic,
         dead_letter_topic=args.dead_letter_topic,

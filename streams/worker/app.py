@@ -35,17 +35,18 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
-from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
+from streams.kafka_compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.metrics import WorkerMetrics
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
-from streams.worker.offsets import OffsetTracker
+from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import WorkerSettings
 from streams.worker.storms import StormWatch
@@ -107,7 +108,12 @@ class LoopwatchWorker:
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
-            **faust_settings_for(settings.bootstrap, embedded=settings.embedded, security=settings.security),
+            **faust_settings_for(
+                settings.bootstrap,
+                embedded=settings.embedded,
+                security=settings.security,
+                group_instance_id=settings.group_instance_id,
+            ),
             store="rocksdb://" if settings.store == "rocksdb" else "memory://",
             datadir=settings.data_dir,
             topic_partitions=settings.partitions,
@@ -134,7 +140,6 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
-        app.on_partitions_revoked.connect(cast(Any, self._on_revoked))  # mode types receivers loosely
         self.storms = StormWatch(app, settings, metrics)
 
     # --- topics ------------------------------------------------------------------------------------------
@@ -219,32 +224,51 @@ class LoopwatchWorker:
             reader.cancel()
             acker.cancel()
 
-    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        """Faust's ``on_partitions_revoked`` signal (``revoked`` set of TPs): stop expecting their next offsets."""
-        revoked = args[0] if args else kwargs.get("revoked", ())
-        topic = self.settings.events_topic
-        self._offsets.forget(tp.partition for tp in revoked if tp.topic == topic)
-
     async def _read(self, stream: Any, queue: asyncio.Queue[Any]) -> None:
+        """Queue the events of the stream that :mod:`streams.worker.offsets` lets apply; re-read after a jump."""
         error: BaseException | None = None
-        observe = self._offsets.observe
+        tracker = self._offsets
+        consumer = cast(CompatConsumer, self.app.consumer)
         try:
             async for event in stream.events():
                 message = event.message
-                jump = observe(message.partition, message.offset)
-                if jump is not None:
-                    self.metrics.skipped_offsets.inc(jump.count)
-                    log.warning(
-                        "%s[%d]: offsets %d..%d were never delivered (no records there, e.g. transaction markers "
-                        "or compaction, or a consumer defect)",
-                        message.topic, jump.partition, jump.first, jump.last,
-                    )  # fmt: skip
-                await queue.put(event)
+                if not tracker.knows(message.partition, message.generation_id):
+                    await self._start_partition(consumer, message.tp, message.generation_id)
+                step = tracker.observe(message.partition, message.offset)
+                if step is Step.APPLY:
+                    await queue.put(event)
+                    continue
+                consumer.discard(message)
+                if isinstance(step, Jump):
+                    await self._reread(consumer, message, step)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             error = exc
         await queue.put(_ReaderStopped(error))
+
+    async def _start_partition(self, consumer: CompatConsumer, tp: Any, generation: int | None) -> None:
+        """First record of a partition in this consumer generation: read where the group committed."""
+        committed = (await consumer.committed_offsets([tp])).get(tp)  # aiokafka retries until it has them
+        if committed is None:
+            committed = await _earliest(consumer, tp)
+        self._offsets.start(tp.partition, generation, committed)
+
+    async def _reread(self, consumer: CompatConsumer, message: Any, jump: Jump) -> None:
+        tp = message.tp
+        target = max(jump.first, await _earliest(consumer, tp))
+        self.metrics.skipped_offsets.inc(jump.count)
+        if target > jump.first:
+            log.warning(
+                "%s[%d]: offsets %d..%d were deleted by retention before they were applied",
+                tp.topic, tp.partition, jump.first, target - 1,
+            )  # fmt: skip
+            self._offsets.reread_from(tp.partition, target)
+        log.warning(
+            "%s[%d]: offsets %d..%d were never delivered before offset %d: not applied, re-reading from %d",
+            tp.topic, tp.partition, jump.first, jump.last, message.offset, target,
+        )  # fmt: skip
+        await consumer.rewind(tp, target)
 
     async def _ack(self, stream: Any, pending: asyncio.Queue[_InFlight]) -> None:
         """Per batch, in order: verdicts confirmed -> states stored -> changelog confirmed -> acknowledge."""
@@ -465,6 +489,18 @@ class LoopwatchWorker:
             code = exc.code
             return code if isinstance(code, int) else (0 if code is None else 1)
         return 0
+
+
+async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> int:
+    """The partition's earliest offset; ListOffsets fails while the broker is unreachable, so retry a while."""
+    for attempt in range(attempts):
+        try:
+            return (await consumer.earliest_offsets(tp)).get(tp, 0)
+        except KafkaError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def _exit_now(exc: BaseException) -> None:

@@ -1,21 +1,37 @@
-"""Offsets of the events topic a worker never received: the signal for an event skipped without a trace.
+"""The worker's delivery invariant for the events topic: each partition applied gaplessly from its commit.
 
-A consumer delivers each partition's records in offset order; after a seek (restart, rebalance) it may go back
-and deliver some again, but it never jumps forward over records that exist. A forward jump therefore means the
-skipped offsets held no records (transaction markers, a compacted or truncated events topic) or the consumer
-lost records (how Faust's resume-before-seek race showed: ``streams.kafka_compat`` remedy 3). The worker counts
-the skipped offsets (``loopwatch_skipped_offsets_total``) and logs each jump, so neither goes unnoticed.
+The events topic is neither compacted nor transactional, so its offsets are dense: per assigned partition the
+first record applied after an assignment must be the group's committed offset (the partition's earliest offset
+when nothing is committed, or when retention deleted the committed one), and every next one the previous + 1.
+A consumer that delivers past a gap has lost records (how Faust's pause-as-a-filter lost them:
+``streams.kafka_compat`` remedy 4), and a later commit would make the loss permanent. So the worker does not
+apply a record that jumps: it counts the skipped offsets (``loopwatch_skipped_offsets_total``), logs them,
+seeks the partition back and re-reads; records beyond the gap that arrive before the seek lands are dropped
+too. Dropped records are never acknowledged, so no commit passes them. Records below the expected offset were
+applied already (or committed by the previous owner): dropped as well.
+
+An assignment is recognised by the record's consumer generation, not by rebalance callbacks, so no callback
+ordering can make the worker accept an arbitrary first offset. Pure bookkeeping: the worker fetches the
+committed and earliest offsets and performs the seek.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Step(Enum):
+    """What to do with a delivered record that is not a :class:`Jump`."""
+
+    APPLY = "apply"  # the next record: apply it
+    BEHIND = "behind"  # below the next expected offset: applied already, drop it
+    WAITING = "waiting"  # beyond it while the partition is being re-read: drop it
 
 
 @dataclass(frozen=True, slots=True)
 class Jump:
-    """Offsets ``first..last`` of ``partition`` were never delivered between two records that were."""
+    """Offsets ``first..last`` of ``partition`` were skipped: re-read from ``first`` (the record is not applied)."""
 
     partition: int
     first: int
@@ -26,23 +42,46 @@ class Jump:
         return self.last - self.first + 1
 
 
-class OffsetTracker:
-    """The next offset expected per partition, since the partition was (re)assigned."""
+@dataclass(slots=True)
+class _Partition:
+    generation: int | None
+    next: int
+    rereading: bool = False
 
-    __slots__ = ("_next",)
+
+class OffsetTracker:
+    """The next offset each partition must deliver, per consumer generation (see the module docstring)."""
+
+    __slots__ = ("_parts",)
 
     def __init__(self) -> None:
-        self._next: dict[int, int] = {}
+        self._parts: dict[int, _Partition] = {}
 
-    def observe(self, partition: int, offset: int) -> Jump | None:
-        """Note a delivered record; a forward jump over offsets never delivered is returned."""
-        expected = self._next.get(partition)
-        self._next[partition] = offset + 1
-        if expected is None or offset <= expected:
-            return None  # first record since assignment, the next one, or a re-delivery after a seek
-        return Jump(partition, expected, offset - 1)
+    def knows(self, partition: int, generation: int | None) -> bool:
+        """Whether ``partition`` has a starting point in this ``generation`` (else call :meth:`start`)."""
+        part = self._parts.get(partition)
+        return part is not None and part.generation == generation
 
-    def forget(self, partitions: Iterable[int]) -> None:
-        """Partitions revoked: whoever owns them next starts from the committed offset, not from ours."""
-        for partition in partitions:
-            self._next.pop(partition, None)
+    def start(self, partition: int, generation: int | None, first: int) -> None:
+        """A new assignment: ``first`` is the committed offset, or the earliest when nothing is committed."""
+        self._parts[partition] = _Partition(generation, first)
+
+    def observe(self, partition: int, offset: int) -> Step | Jump:
+        """Judge a delivered record of a partition that :meth:`knows` its generation."""
+        part = self._parts[partition]
+        if offset == part.next:
+            part.next += 1
+            part.rereading = False
+            return Step.APPLY
+        if offset < part.next:
+            return Step.BEHIND
+        if part.rereading:
+            return Step.WAITING
+        part.rereading = True
+        return Jump(partition, part.next, offset - 1)
+
+    def reread_from(self, partition: int, offset: int) -> None:
+        """After a :class:`Jump` whose start retention deleted meanwhile: re-read from ``offset`` instead."""
+        part = self._parts[partition]
+        part.next = offset
+        part.rereading = True

@@ -65,6 +65,7 @@ class WorkerSettings:
     sweep_interval: float | None = None
     log_level: str = "info"
     worker_id: str | None = None
+    group_instance_id: str | None = None  # static membership (KIP-345)
     events_topic: str = EVENTS_TOPIC
     verdicts_topic: str = VERDICTS_TOPIC
     dead_letter_topic: str = DEAD_LETTER_TOPIC
@@ -98,6 +99,9 @@ class WorkerSettings:
             raise SettingsError("dead-letter max original bytes must not be negative")
         if not self.bootstrap.strip():
             raise SettingsError("bootstrap address is empty")
+        if self.embedded and self.group_instance_id:
+            # measured: Tansu 0.6.0 rebalances a group with static members every ~6 s, without end
+            raise SettingsError("static membership (--group-instance-id) does not work with the embedded broker")
         if not 1 <= self.rocksdb_write_buffer_mb <= 1024:
             raise SettingsError("RocksDB write buffer must be between 1 and 1024 MiB")
         if not 1 <= self.rocksdb_block_cache_mb <= 65536:

@@ -1,80 +1,155 @@
-"""streams.worker.offsets: forward jumps are reported exactly, re-deliveries never."""
+"""streams.worker.offsets: each partition is applied gaplessly from the committed offset of its assignment.
+
+The pure tracker first, then the worker's reader on Faust's real consumer classes (no broker: only the
+coordinator round trips and the seek are replaced): a delivery that skips offsets after an assignment is not
+applied, counted, re-read, and Faust never commits past an offset the worker did not apply.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.worker.offsets import Jump, OffsetTracker
+from streams.worker.offsets import Jump, OffsetTracker, Step
 
 
-def test_contiguous_and_redelivered_records_are_no_jump() -> None:
+def started(first: int, generation: int = 1, partition: int = 0) -> OffsetTracker:
     tracker = OffsetTracker()
-    assert [tracker.observe(0, o) for o in (5, 6, 7, 3, 4, 5, 6, 7, 8)] == [None] * 9
+    tracker.start(partition, generation, first)
+    return tracker
 
 
-def test_a_forward_jump_names_the_missing_offsets() -> None:
-    tracker = OffsetTracker()
-    for offset in range(0, 178):
-        assert tracker.observe(2, offset) is None
-    jump = tracker.observe(2, 179)
-    assert jump == Jump(2, 178, 178) and jump.count == 1
-    assert tracker.observe(2, 180) is None
+def test_records_from_the_committed_offset_on_apply() -> None:
+    tracker = started(5)
+    assert [tracker.observe(0, o) for o in (5, 6, 7)] == [Step.APPLY] * 3
 
 
-def test_partitions_are_independent_and_forgotten_on_revocation() -> None:
-    tracker = OffsetTracker()
-    tracker.observe(0, 10)
-    tracker.observe(1, 100)
-    assert tracker.observe(0, 11) is None
-    tracker.forget([1])
-    assert tracker.observe(1, 500) is None  # a new assignment starts wherever the committed offset is
-    assert tracker.observe(0, 20) == Jump(0, 12, 19)
+def test_the_first_record_after_an_assignment_must_be_the_committed_offset() -> None:
+    tracker = started(515)
+    assert tracker.observe(0, 598) == Jump(0, 515, 597)  # what Faust's inactive-partition drop delivered
+    assert tracker.observe(0, 599) is Step.WAITING  # the seek back has not landed yet
+    assert [tracker.observe(0, o) for o in (515, 516)] == [Step.APPLY] * 2
 
 
-@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=80))
-def test_jumps_count_exactly_the_offsets_skipped_going_forward(offsets: list[int]) -> None:
-    tracker = OffsetTracker()
-    reported = 0
-    for offset in offsets:
-        jump = tracker.observe(7, offset)
-        if jump is not None:
-            assert jump.first <= jump.last < offset
-            reported += jump.count
-    expected = sum(max(0, b - a - 1) for a, b in itertools.pairwise(offsets))
-    assert reported == expected
+def test_redelivered_records_are_behind_and_a_later_jump_is_reported_again() -> None:
+    tracker = started(0)
+    for offset in range(10):
+        assert tracker.observe(0, offset) is Step.APPLY
+    assert tracker.observe(0, 3) is Step.BEHIND
+    assert tracker.observe(0, 12) == Jump(0, 10, 11)
 
 
-@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=500))
-def test_a_stream_with_one_record_missing_reports_it(start: int, length: int) -> None:
-    tracker = OffsetTracker()
-    missing = start + length // 2
-    jumps = [j for o in range(start, start + length + 1) if o != missing if (j := tracker.observe(0, o))]
-    assert jumps == ([Jump(0, missing, missing)] if start < missing < start + length else [])
+def test_a_new_generation_needs_a_new_start_and_never_accepts_any_offset() -> None:
+    tracker = started(10, generation=3)
+    assert tracker.knows(0, 3) and not tracker.knows(0, 4) and not tracker.knows(1, 3)
+    tracker.start(0, 4, 40)
+    assert tracker.observe(0, 500) == Jump(0, 40, 499)
 
 
-def test_the_worker_forgets_partitions_faust_revokes(tmp_path: Path) -> None:
-    """Wired to Faust's real ``on_partitions_revoked`` signal (a partition owned again later starts afresh)."""
+def test_retention_moves_the_re_read() -> None:
+    tracker = started(10)
+    assert tracker.observe(0, 30) == Jump(0, 10, 29)
+    tracker.reread_from(0, 20)
+    assert tracker.observe(0, 30) is Step.WAITING
+    assert tracker.observe(0, 20) is Step.APPLY
+
+
+@given(st.integers(0, 1000), st.lists(st.integers(0, 1200), max_size=60))
+def test_applied_offsets_are_always_contiguous_from_the_start(first: int, offsets: list[int]) -> None:
+    tracker = started(first)
+    applied = [o for o in offsets if tracker.observe(0, o) is Step.APPLY]
+    assert applied == list(range(first, first + len(applied)))
+
+
+# --- the worker's reader on Faust's real consumer ---------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, events: Iterable[Any]) -> None:
+        self._events = list(events)
+
+    async def events(self) -> AsyncIterator[Any]:
+        for event in self._events:
+            yield event
+
+
+def test_the_worker_re_reads_a_skipped_delivery_counts_it_and_never_commits_past_it(tmp_path: Path) -> None:
+    import faust
+    from faust.transport.consumer import ConsumerMessage
     from faust.types import TP
 
     from streams.config_file import LoadedConfig
+    from streams.kafka_compat import CompatConsumer
     from streams.metrics import WorkerMetrics
-    from streams.worker.app import LoopwatchWorker
+    from streams.worker.app import LoopwatchWorker, _ReaderStopped
     from streams.worker.settings import WorkerSettings
 
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
-    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
-    tracker = worker._offsets
-    tracker.observe(0, 10)
-    tracker.observe(1, 10)
+    metrics = WorkerMetrics(process=False)
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), metrics)
+    consumer = worker.app.consumer
+    assert isinstance(consumer, CompatConsumer)
+    tp = TP("ev", 0)
+    committed = {tp: 5}
+    seeks: list[tuple[TP, int]] = []
 
-    async def revoke() -> None:
-        await worker.app.on_partitions_revoked.send({TP("ev", 1), TP("other", 0)})
+    async def committed_offsets(tps: Iterable[TP]) -> dict[TP, int | None]:
+        return {t: committed.get(t) for t in tps}
 
-    asyncio.run(revoke())
-    assert tracker.observe(1, 500) is None
-    assert tracker.observe(0, 500) == Jump(0, 11, 499)
+    async def earliest_offsets(*tps: TP) -> Mapping[TP, int]:
+        return dict.fromkeys(tps, 0)
+
+    async def _seek(partition: TP, offset: int) -> None:
+        seeks.append((partition, offset))
+
+    consumer.committed_offsets = committed_offsets  # type: ignore[method-assign]
+    consumer.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
+    consumer._seek = _seek  # type: ignore[method-assign]
+    consumer.assignment = lambda: {tp}  # type: ignore[method-assign]
+    consumer.app.topics._acking_topics.add("ev")
+    consumer._committed_offset[tp] = 5
+
+    def event(offset: int, generation: int) -> Any:
+        message = ConsumerMessage("ev", 0, offset, 0.0, 0, None, b"k", b"v", None, tp=tp, generation_id=generation)
+        consumer.track_message(message)
+        return faust.Event(worker.app, b"k", b"v", None, message)
+
+    # generation 7 starts at 5; 7 and 8 were dropped inside the consumer; 11 arrives before the seek lands
+    deliveries = [(o, 7) for o in (5, 6, 9, 10, 11, 7, 8, 9, 10)]
+    # generation 8 (a rebalance): the group committed 9 meanwhile; 8 is behind, 10 without 9 is a jump
+    deliveries += [(o, 8) for o in (8, 10, 9, 10)]
+    events = [event(o, g) for o, g in deliveries]
+
+    async def read() -> list[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        reader = asyncio.ensure_future(worker._read(_Stream(events[:9]), queue))
+        await reader
+        committed[tp] = 9
+        await worker._read(_Stream(events[9:]), queue)
+        items = [queue.get_nowait() for _ in range(queue.qsize())]
+        return [item for item in items if not isinstance(item, _ReaderStopped)]
+
+    queued = asyncio.run(read())
+    assert [(e.message.offset, e.message.generation_id) for e in queued] == [
+        (5, 7), (6, 7), (7, 7), (8, 7), (9, 7), (10, 7), (9, 8), (10, 8),
+    ]  # fmt: skip
+    assert seeks == [(tp, 7), (tp, 9)]
+    assert metrics.skipped_offsets._value.get() == 2 + 1
+    skipped = {id(e.message) for e in events} - {id(e.message) for e in queued}
+    assert not skipped & {id(m) for m in consumer._unacked_messages}  # dropped: not waited for, not acked
+
+    # Faust's commit: the worker acknowledges what it applied, in order; the first delivery of 9..11 was never
+    # acknowledged, so while 7 is unapplied nothing beyond it is committable.
+    consumer._committed_offset[tp] = 5
+    for e in queued[:2]:
+        consumer.ack(e.message)
+    assert consumer._filter_committable_offsets([tp]) == {tp: 7}
+    consumer._committed_offset[tp] = 7  # committed
+    for e in queued[2:6]:
+        consumer.ack(e.message)
+    assert consumer._filter_committable_offsets([tp]) == {tp: 11}

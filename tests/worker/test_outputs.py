@@ -248,14 +248,28 @@ def test_worker_flags_take_environment_defaults(monkeypatch: pytest.MonkeyPatch)
     assert (settings.state_ttl, settings.group, settings.metrics_port) == (120.0, "lw-test", 9999)
     assert settings.changelog_topic == "lw-test-runs-changelog"
     assert settings.effective_sweep_interval == 10.0
+    assert settings.group_instance_id is None
     args = build_parser().parse_args(["worker", "--partitions", "3", "--state-ttl", "2"])
     settings = settings_from_args(args)
     assert settings.partitions == 3 and settings.effective_sweep_interval == 0.5
+    monkeypatch.setenv("LOOPWATCH_GROUP_INSTANCE_ID", "loopwatch-1")
+    settings = settings_from_args(build_parser().parse_args(["worker"]))
+    assert settings.group_instance_id == "loopwatch-1"
+    assert (
+        settings_from_args(build_parser().parse_args(["worker", "--group-instance-id", "x"])).group_instance_id == "x"
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"partitions": 0}, {"store": "redis"}, {"state_ttl": -1}, {"max_batch": 0}, {"metrics_port": 70000}],
+    [
+        {"partitions": 0},
+        {"store": "redis"},
+        {"state_ttl": -1},
+        {"max_batch": 0},
+        {"metrics_port": 70000},
+        {"embedded": True, "group_instance_id": "pod-0"},  # Tansu rebalances static groups without end
+    ],
 )
 def test_bad_settings(kwargs: dict[str, object]) -> None:
     with pytest.raises(SettingsError):
@@ -266,3 +280,27 @@ def test_commands_are_registered() -> None:
     parser = build_parser()
     for argv in (["worker"], ["publish", "f.jsonl"], ["tail", "--json", "--max", "3"]):
         assert callable(parser.parse_args(argv).func)
+
+
+def test_a_redelivered_bad_record_is_dead_lettered_with_the_same_identity() -> None:
+    """Identity = source topic/partition/offset + sha256 of the original (and the key, reason, detail): what a
+    consumer of the dead-letter topic de-duplicates on after a crash or rebalance re-delivered the record."""
+    from streams.simulate import simulate
+
+    bad = [rec for rec in simulate(gateways=5, rate=1000.0, duration=0.4, seed=3, malformed=0.3) if not _valid(rec)]
+    assert len(bad) > 20
+    other = InputRecord("loopwatch.events", 2, 0, b"run-1", b"{}")
+    for offset, (key, value) in enumerate(bad, start=100):
+        rec = InputRecord("loopwatch.events", 2, offset, key, value)
+        first = plan_batch([rec], 1_000).dead_letters
+        again = plan_batch([other, rec], 99_000).dead_letters[-1:]  # later, in another batch
+        assert len(first) == len(again) == 1
+        a, b = (orjson.loads(d.value) for d in (first[0], again[0]))
+        assert a.pop("received_at") != b.pop("received_at")
+        assert a == b and first[0].key == again[0].key == key
+        assert a["source"] == {"topic": "loopwatch.events", "partition": 2, "offset": offset}
+        assert a["original_sha256"] == hashlib.sha256(value).hexdigest()
+
+
+def _valid(rec: tuple[bytes, bytes]) -> bool:
+    return not plan_batch([InputRecord("t", 0, 0, *rec)], 0).dead_letters
