@@ -36,7 +36,7 @@ from tests.support.prometheus_stack import (
     compressed_rules,
     local_alertmanager_config,
 )
-from tests.worker.harness import WorkerProcess, bootstrap_of, keyed, new_names, produce, wait_for, write_config
+from tests.support.worker import WorkerProcess, bootstrap_of, keyed, new_names, produce, wait_for, write_config
 
 pytestmark = pytest.mark.integration
 
