@@ -22,28 +22,11 @@ if path="$(command -v promtool)"; then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-promtool: promtool not on PATH and apt-get unavailable;" \
-        "install Prometheus' promtool (https://prometheus.io/download/) or set PROMTOOL" >&2
-    exit 1
-fi
-
-SUDO=()
-if [[ "$(id -u)" -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO=(sudo -n)
-    else
-        echo "ensure-promtool: promtool missing and not root (no sudo) to apt-get install prometheus" >&2
-        exit 1
-    fi
-fi
-
-echo "ensure-promtool: promtool not found; installing Debian package 'prometheus'" >&2
-export DEBIAN_FRONTEND=noninteractive
-# The Debian package's postinst may try to start the prometheus service; in containers without
-# an init system that is a no-op or a harmless failure handled by policy-rc.d / invoke-rc.d.
-"${SUDO[@]}" apt-get update >&2
-"${SUDO[@]}" apt-get install -y --no-install-recommends prometheus >&2
+# shellcheck source=lib/debian-install.sh
+here="${BASH_SOURCE[0]%/*}"
+[[ "${here}" != "${BASH_SOURCE[0]}" ]] || here=.
+source "${here}/lib/debian-install.sh"
+debian_install ensure-promtool prometheus
 
 if path="$(command -v promtool)"; then
     printf '%s\n' "${path}"

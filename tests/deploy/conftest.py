@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.tools import ToolUnavailable, ensure_compose, ensure_promtool
+from tests.deploy.tools import ToolUnavailable, ensure_compose, ensure_prometheus_stack, ensure_promtool
 
 
 @pytest.fixture(scope="session")
@@ -27,5 +27,14 @@ def compose_bin() -> Path:
     Fails (never skips) when it cannot be had."""
     try:
         return ensure_compose()
+    except ToolUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def amtool() -> Path:
+    """amtool from Debian's `prometheus-alertmanager` package, installed when missing. Fails (never skips)."""
+    try:
+        return ensure_prometheus_stack()["amtool"]
     except ToolUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)

