@@ -1,7 +1,8 @@
 """Throughput of the pure detection core on a realistic event mix (raw JSON input and pre-hashed input).
 
 Prints events/s for ``apply`` alone, and for ``apply`` plus a msgpack round trip of the state (what a worker
-does per event). Run from the repository root: ``.venv/bin/python -m bench.core_bench [--events N]``.
+does per event), for each semantics profile (openclaw-2026.7, openclaw-2026.9) side by side with their ratio.
+Run from the repository root: ``.venv/bin/python -m bench.core_bench [--events N]``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import msgpack
 
-from streams.detection import LoopConfig, Outcome, RunState, ToolEvent, apply, args_hash, hash_outcome
+from streams.detection import LoopConfig, Outcome, RunState, ToolEvent, args_hash, hash_outcome
+from streams.detection.profiles import PROFILES, apply
 
 
 def _text_result(text: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -215,16 +217,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     raw = make_raw_events(args.events, args.runs)
-    config = LoopConfig(enabled=True)
     for label, prehashed in (("raw", False), ("pre-hashed", True)):
         events = [to_tool_event(r, prehashed) for r in raw]
         for persist in (False, True):
-            secs, decisions, scopes = best_of(args.repeat, lambda: run(events, config, persist))  # noqa: B023
-            what = "apply + msgpack state round trip" if persist else "apply"
-            print(
-                f"{label:>10} {what:<34} {len(events) / secs:>10,.0f} events/s "
-                f"({len(events):,} events, {scopes:,} scopes, {decisions:,} decisions)"
-            )
+            rates = []
+            for profile in PROFILES:
+                config = LoopConfig(enabled=True, profile=profile)
+                secs, decisions, scopes = best_of(args.repeat, lambda: run(events, config, persist))  # noqa: B023
+                what = "apply + msgpack state round trip" if persist else "apply"
+                rates.append(len(events) / secs)
+                print(
+                    f"{label:>10} {profile:<16} {what:<34} {rates[-1]:>10,.0f} events/s "
+                    f"({len(events):,} events, {scopes:,} scopes, {decisions:,} decisions)"
+                )
+            print(f"{'':>10} {PROFILES[1]} / {PROFILES[0]}: {rates[1] / rates[0]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,21 @@ Timestamp = Annotated[
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 ArgsHash = Annotated[str, Field(pattern=_HEX64)]
 ResultHash = Annotated[str, Field(pattern=_RESULT_HASH)]
+FailureHash = Annotated[
+    str,
+    Field(
+        pattern=_HEX64,
+        description="With result_hash from a 2026.8+ gateway: the failure identity of a terminal exec failure"
+        " (volatile parts masked); read by the openclaw-2026.9 profile only.",
+    ),
+]
+NoProgress = Annotated[
+    bool,
+    Field(
+        description="With result_hash from a 2026.8+ gateway: the outcome is an explicit no-progress outcome"
+        " (an unchanged write); read by the openclaw-2026.9 profile only.",
+    ),
+]
 
 _MODEL_CONFIG = ConfigDict(extra="ignore", frozen=True, strict=True)
 
@@ -131,6 +146,20 @@ class EventBase(BaseModel):
     version: Annotated[
         int, Field(ge=1, description="Event schema version; loopwatch rejects versions newer than it knows.")
     ] = CURRENT_EVENT_VERSION
+    openclaw_version: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=64,
+                description=(
+                    "The emitting gateway's OpenClaw version (e.g. 2026.9.6). It selects the semantics profile that"
+                    " judges the event; absent means the worker's configured default profile."
+                ),
+            ),
+        ]
+        | None
+    ) = None
 
     def ts_ms(self) -> float:
         """Event time as epoch milliseconds (for latency and TTL only, never for decisions)."""
@@ -171,6 +200,8 @@ class ToolCallEvent(_ToolFields):
     error: str | None = None
     result_hash: ResultHash | None = None
     unknown_tool_name: str | None = None
+    failure_hash: FailureHash | None = None
+    no_progress: NoProgress | None = None
 
     @property
     def has_outcome(self) -> bool:
@@ -188,6 +219,8 @@ class ToolResultEvent(_ToolFields):
     error: str | None = None
     result_hash: ResultHash | None = None
     unknown_tool_name: str | None = None
+    failure_hash: FailureHash | None = None
+    no_progress: NoProgress | None = None
 
     @model_validator(mode="after")
     def _has_outcome(self) -> ToolResultEvent:

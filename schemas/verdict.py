@@ -22,7 +22,9 @@ DetectorId = Literal[
     "unknown_tool_repeat",
     "global_circuit_breaker",
     "compaction_loop_persisted",
+    "argument_churn",
 ]
+ProfileName = Literal["openclaw-2026.7", "openclaw-2026.9"]
 
 
 def verdict_id(gateway_id: str, event_id: str, decision: str, detector: str) -> str:
@@ -75,6 +77,10 @@ class Verdict(BaseModel):
         default=None, description="The triggering event's ts as it was sent (RFC 3339 text or epoch ms)."
     )
     config_hash: str
+    profile: ProfileName = Field(
+        default="openclaw-2026.7",
+        description="The semantics profile (OpenClaw generation) whose rules decided this verdict.",
+    )
     version: StrictInt = CURRENT_VERDICT_VERSION
 
     @field_validator("source", mode="before")

@@ -408,7 +408,7 @@ def explain_run(
         if restart is not None:
             replayer.restart(tool_event.scope)
         before = replayer.state(tool_event.scope)
-        loop = config.for_agent(event.agent_id)
+        loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
         sig: str | None = None
         result_hash: str | None = None
         counts: Counts | None = None

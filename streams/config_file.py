@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import json5
 
+from streams.config_2026_9 import Config2026_9
 from streams.detection.canonical import js_trim
 from streams.detection.config import (
     DEFAULT_AGENT_ID,
@@ -26,7 +27,8 @@ from streams.detection.config import (
     normalize_agent_id,
     resolve_loop_config,
 )
-from streams.detection.types import LoopConfig
+from streams.detection.profiles import ProfileChoice
+from streams.detection.types import PROFILE_2026_9, LoopConfig
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
 
@@ -66,6 +68,7 @@ class LoadedConfig:
         *,
         path: str | None = None,
         extra_warnings: Iterable[ConfigWarning] = (),
+        document: object = None,
     ) -> None:
         self.path = path
         self.global_block = global_block
@@ -82,6 +85,26 @@ class LoadedConfig:
         self.warnings: tuple[ConfigWarning, ...] = tuple(_dedupe(collected))
         self._memo: dict[str | None, LoopConfig] = {}
         self.config_hash = _config_hash(self.default_config, self._by_id)
+        self._document = document if document is not None else {"tools": {"loopDetection": global_block}}
+        self._gen9: Config2026_9 | None = None
+        self.choice = ProfileChoice()  # which profile judges an event (replaced by --profiles / what-if)
+
+    @property
+    def gen9(self) -> Config2026_9:
+        """The same file read the 2026.9 way (built on first use)."""
+        if self._gen9 is None:
+            self._gen9 = Config2026_9(self._document)
+        return self._gen9
+
+    def for_event(self, gateway_id: str, agent_id: str | None, openclaw_version: str | None) -> LoopConfig:
+        """The resolved config, of the profile chosen for this gateway, agent and OpenClaw version."""
+        if self.choice.profile(gateway_id, agent_id, openclaw_version) == PROFILE_2026_9:
+            return self.gen9.for_agent(agent_id)
+        return self.for_agent(agent_id)
+
+    def warnings_for(self, profile: str) -> tuple[ConfigWarning, ...]:
+        """The file's warnings as the given generation reads it."""
+        return self.gen9.warnings if profile == PROFILE_2026_9 else self.warnings
 
     @classmethod
     def default(cls) -> LoadedConfig:
@@ -110,7 +133,7 @@ class LoadedConfig:
             warnings.append(ConfigWarning("agents.list", "not an array; ignored", None))
         elif isinstance(agent_list, list):
             agents = _agent_blocks(agent_list, warnings)
-        return cls(global_block, agents, path=path, extra_warnings=warnings)
+        return cls(global_block, agents, path=path, extra_warnings=warnings, document=document)
 
     @property
     def agent_ids(self) -> tuple[str, ...]:

@@ -228,7 +228,11 @@ def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:
     if event.result is not None:
         return Outcome(event.result)
     if event.result_hash is not None:
-        return Outcome(MISSING, None, event.result_hash, event.unknown_tool_name)
+        if event.failure_hash is None and event.no_progress is None:
+            return Outcome(MISSING, None, event.result_hash, event.unknown_tool_name)
+        return Outcome(
+            MISSING, None, event.result_hash, event.unknown_tool_name, event.failure_hash, event.no_progress is True
+        )
     return None
 
 

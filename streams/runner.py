@@ -15,7 +15,8 @@ from typing import Any
 from schemas import CURRENT_VERDICT_VERSION, Event, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key, to_tool_event
-from streams.detection import Decision, RunState, apply
+from streams.detection import Decision, RunState
+from streams.detection.profiles import DEFAULT_PROFILE, apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,13 +26,15 @@ class Step:
     scope: str
     state: RunState
     decisions: list[Decision]
+    profile: str  # the semantics profile that judged the event
 
 
 def step(state: RunState | None, event: Event, config: LoadedConfig) -> Step:
     """Apply ``event`` to ``state``, the state of its run (None: the run has none yet)."""
     tool_event = to_tool_event(event)
-    new_state, decisions = apply(state, tool_event, config.for_agent(event.agent_id))
-    return Step(tool_event.scope, new_state, decisions)
+    loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
+    new_state, decisions = apply(state, tool_event, loop)
+    return Step(tool_event.scope, new_state, decisions, loop.profile)
 
 
 class Replayer:
@@ -79,7 +82,9 @@ class Replayer:
             {
                 "index": index,
                 "published": decision.published,
-                **to_verdict(event, decision, config_hash=config_hash, source=source).model_dump(mode="json"),
+                **to_verdict(
+                    event, decision, config_hash=config_hash, source=source, profile=result.profile
+                ).model_dump(mode="json"),
             }
             for decision in self.counted(result)
         ]
@@ -91,6 +96,7 @@ def to_verdict(
     *,
     config_hash: str,
     source: SourceRef | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> Verdict:
     return Verdict(
         verdict_id=verdict_id(event.gateway_id, event.event_id, decision.decision, decision.detector),
@@ -111,6 +117,7 @@ def to_verdict(
         source=source,
         event_ts=event.ts,
         config_hash=config_hash,
+        profile=profile,
         version=CURRENT_VERDICT_VERSION,
     )
 

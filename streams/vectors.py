@@ -46,6 +46,9 @@ from streams.detection import (
     js_trim,
     unknown_tool_name,
 )
+from streams.detection.gen9_outcome import Hashed
+from streams.detection.gen9_outcome import hash_outcome as hash_outcome_2026_9
+from streams.detection.gen9_outcome import hash_result as hash_result_2026_9
 from streams.detection.outcome import hash_result
 from streams.detection.sends import PROVIDER_SEND_TOOLS
 
@@ -710,6 +713,83 @@ _SCOPES: Final[list[tuple[str | None, str]]] = [
 ]
 
 
+_W_OPEN = '<<<EXTERNAL_UNTRUSTED_CONTENT id="{0}">>>'
+_W_CLOSE = '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{0}">>>'
+
+
+def _wrapped(body: str, start: str, end: str | None = None) -> str:
+    return _W_OPEN.format(start) + body + _W_CLOSE.format(end or start)
+
+
+def _exec_failed(output: str, code: Any = 1, **extra: Any) -> dict[str, Any]:
+    return _result(output, {"status": "failed", "exitCode": code, "aggregated": output, **extra})
+
+
+# 2026.9 outcome rules on top of every 2026.7 case: wrapper ids, exec failure identity, unchanged writes.
+_OUTCOMES_2026_9: Final[list[tuple[str, str, Any, Any, str | None]]] = [
+    ("wrapper id", "web_fetch", {}, _result(_wrapped("page", "0123456789abcdef")), None),
+    ("wrapper other id", "web_fetch", {}, _result(_wrapped("page", "fedcba9876543210")), None),
+    ("wrapper ids differ", "web_fetch", {}, _result(_wrapped("page", "0123456789abcdef", "fedcba9876543210")), None),
+    ("wrapper in details key", "web_fetch", {}, _result("x", {_wrapped("k", "00000000000000ab"): 1}), None),
+    (
+        "wrapper escaped once",
+        "web_search",
+        {},
+        _result(json.dumps({"b": _wrapped('say "hi"', "aaaaaaaaaaaaaaaa")})),
+        None,
+    ),
+    (
+        "wrapper escaped unevenly",
+        "web_search",
+        {},
+        _result(json.dumps({"b": _wrapped("x", "aaaaaaaaaaaaaaaa")})[:-3] + '"x"}'),
+        None,
+    ),
+    ("wrapper in error", "web_fetch", {}, MISSING, "failed: " + _wrapped("boom", "1234567890abcdef")),
+    (
+        "exec failure volatile",
+        "exec",
+        {"command": "x"},
+        _exec_failed("2026-11-30T10:00:01Z boom 12ms attempt 3 pid 7"),
+        None,
+    ),
+    (
+        "exec failure other time",
+        "exec",
+        {"command": "x"},
+        _exec_failed("2026-12-01 11:22:33 boom 9.5 s attempt=4 pid=8"),
+        None,
+    ),
+    ("exec failure clock", "exec", {}, _exec_failed("at 9:05:01.5 retry #2 took 3 minutes, ppid 55"), None),
+    ("exec failure unicode s", "exec", {}, _exec_failed("took 5\u017f and 2 HOURS"), None),
+    ("exec failure timed out", "exec", {}, _exec_failed("boom", 1, timedOut=True), None),
+    ("exec failure code text", "exec", {}, _exec_failed("(Command exited with code 2)", 2), None),
+    ("exec failure float code", "exec", {}, _exec_failed("bad", 1.5), None),
+    ("exec success", "exec", {}, _result("ok", {"status": "completed", "exitCode": 0, "aggregated": "ok"}), None),
+    ("exec approval no command", "exec", {}, _result("", {"status": "approval-pending", "reason": "r"}), None),
+    ("write unchanged", "write", {"path": "/a"}, _result("no change", {"changed": False}), None),
+    ("write changed", "write", {"path": "/a"}, _result("wrote", {"changed": True}), None),
+    ("loop veto", "read", {}, _result("blocked", {"status": "blocked", "deniedReason": "tool-loop"}), None),
+]
+
+
+def gateway_outcome_2026_9(tool: str, args: Any, result: Any, error: str | None) -> dict[str, Any]:
+    """What a 2026.8+ gateway computes for a finished call under the 2026.9 rules."""
+    if error is not None:
+        hashed = hash_outcome_2026_9(tool, args, Outcome(error=error))
+    elif result is MISSING:
+        hashed = Hashed()
+    else:
+        hashed = hash_result_2026_9(tool, args, result)
+    return {
+        "result_hash": hashed.result,
+        "unknown_tool_name": hashed.unknown,
+        "failure_hash": hashed.failure,
+        "no_progress": hashed.no_progress,
+        "veto": hashed.veto,
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The vectors.
 
@@ -758,6 +838,14 @@ def build_vectors() -> dict[str, Any]:
         vector["result_hash"] = result_hash
         vector["unknown_tool_name"] = unknown
         outcome_vectors.append(vector)
+    outcome_2026_9 = []
+    for name, tool, args, result, error in [*outcomes, *_OUTCOMES_2026_9]:
+        vector = {"name": name, "tool": tool, "args": encode_input(args)}
+        if result is not MISSING:
+            vector["result"] = encode_input(result)
+        if error is not None:
+            vector["error"] = error
+        outcome_2026_9.append({**vector, **gateway_outcome_2026_9(tool, args, result, error)})
     unknown_vectors = [
         {"message": error, "name": unknown_tool_name(error)} for _, _, _, _, error in _OUTCOMES if error is not None
     ]
@@ -777,11 +865,14 @@ def build_vectors() -> dict[str, Any]:
                 "outcome: an absent 'result' key is JavaScript undefined (no hash); 'error' (a string) wins "
                 "over 'result'; result_hash null means no hash.",
                 "scope_key: run_id null means absent.",
+                "outcome_2026_9: the same inputs (plus 2026.9-only cases) hashed by the openclaw-2026.9 rules "
+                "(lib/outcome2026_9.mjs); failure_hash null and no_progress/veto false when they do not apply.",
             ],
         },
         "canonical": canonical_vectors,
         "args_hash": args_vectors,
         "outcome": outcome_vectors,
+        "outcome_2026_9": outcome_2026_9,
         "unknown_tool": unknown_vectors,
         "js_trim": [{"input": text, "trimmed": js_trim(text)} for text in _TRIMS],
         "scope_key": [

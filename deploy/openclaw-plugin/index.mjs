@@ -29,7 +29,7 @@ async function abortRunViaSdk(sessionId, reason) {
 
 function createRuntime(api) {
   const logger = api.logger;
-  const cfg = resolveConfig(api.pluginConfig ?? {});
+  const cfg = resolveConfig(api.pluginConfig ?? {}, { hostVersion: api.runtime?.version });
   if (cfg.gatewayIdDefaulted) {
     logger?.warn?.(`loopwatch-bridge: no gatewayId configured; using the host name ${JSON.stringify(cfg.gatewayId)}`);
   }
@@ -43,7 +43,8 @@ function createRuntime(api) {
   const bridge = createBridge({ cfg, publisher, enforcement, logger });
   logger?.info?.(
     `loopwatch-bridge: publishing to ${cfg.topic} on ${cfg.brokers.join(",")} as gateway ${cfg.gatewayId}` +
-      ` (hashOnGateway=${cfg.hashOnGateway}, enforce=${cfg.enforce}, maxBuffer=${cfg.maxBuffer})`,
+      ` (hashOnGateway=${cfg.hashOnGateway}, enforce=${cfg.enforce}, maxBuffer=${cfg.maxBuffer},` +
+      ` openclawVersion=${cfg.openclawVersion ?? "unknown"})`,
   );
   return { cfg, bridge, publisher, enforcement, consumer: null, logger };
 }

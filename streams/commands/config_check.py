@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from streams.config_2026_9 import Config2026_9
 from streams.config_file import (
     ConfigFileError,
     LoadedConfig,
@@ -19,6 +20,8 @@ from streams.config_file import (
     format_warning,
     load_openclaw_config,
 )
+from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
+from streams.detection.types import PROFILE_2026_9
 
 _COLUMNS: tuple[tuple[str, str], ...] = (
     ("enabled", "enabled"),
@@ -47,6 +50,12 @@ def register(subparsers: Any) -> None:
     )
     check.add_argument("file", metavar="FILE", help="OpenClaw config file (JSON5)")
     check.add_argument("--json", action="store_true", help="print the resolved configs as JSON")
+    check.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=DEFAULT_PROFILE,
+        help=f"read the file as this OpenClaw generation does (default {DEFAULT_PROFILE})",
+    )
     check.set_defaults(func=run)
 
 
@@ -56,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.profile == PROFILE_2026_9:
+        return _run_2026_9(loaded.gen9, loaded.path, as_json=args.json)
     if args.json:
         print(json.dumps(_as_json(loaded), indent=2, sort_keys=False))
     else:
@@ -63,6 +74,33 @@ def run(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(format_warning(warning), file=sys.stderr)
     return 1 if loaded.warnings else 0
+
+
+def _run_2026_9(config: Config2026_9, path: str | None, *, as_json: bool) -> int:
+    """The 2026.9 reading: one switch per agent (thresholds are built in), and that generation's warnings."""
+    resolved = config.resolved()
+    if as_json:
+        document = {
+            "file": path,
+            "profile": PROFILE_2026_9,
+            **resolved,
+            "warnings": [{"path": w.path, "message": w.message, "value_used": w.value_used} for w in config.warnings],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        rows = [["agent", "enabled", "guard", "window"]]
+        for label, view in [("(default)", resolved["default"]), *resolved["agents"].items()]:
+            assert isinstance(view, dict) and isinstance(view["postCompactionGuard"], dict)
+            guard = view["postCompactionGuard"]
+            rows.append(
+                [label, format_value(view["enabled"]), *(format_value(guard[k]) for k in ("enabled", "windowSize"))]
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        print("\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows))
+        print("thresholds (built in): warning 10, critical 20, global 30, unknown tool 10, history 30")
+    for warning in config.warnings:
+        print(format_warning(warning), file=sys.stderr)
+    return 1 if config.warnings else 0
 
 
 def _as_json(loaded: LoadedConfig) -> dict[str, object]:

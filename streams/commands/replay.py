@@ -25,6 +25,7 @@ from streams import audit, audit_state, explain_state
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.runner import Replayer
 from streams.topics import VERDICTS_TOPIC
 
@@ -48,6 +49,7 @@ def register(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="also print decisions that are not published")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
     audit_state.add_arguments(p)
+    add_profile_arguments(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
 
@@ -55,11 +57,14 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_openclaw_config(args.config) if args.config else LoadedConfig.default()
+        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
     except ConfigFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for w in config.warnings:
         print(format_warning(w), file=sys.stderr)
+    for line in profile_warnings:
+        print(line, file=sys.stderr)
     if args.topic is not None:
         return run_topic(args, config)
     if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:

@@ -21,7 +21,9 @@ import orjson
 from streams.audit import TopicRecord
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, Rejection, accept, decode_event
+from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.whatif import (
     IndexedEvent,
     SweepError,
@@ -42,6 +44,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--config", type=Path, help="current OpenClaw config (JSON5); default: OpenClaw defaults")
     p.add_argument("--candidate", type=Path, help="candidate OpenClaw config (JSON5)")
+    p.add_argument(
+        "--candidate-profile",
+        choices=PROFILES,
+        help="judge every event of the candidate by this OpenClaw generation (e.g. openclaw-2026.9: what an "
+        "upgrade of these gateways would change); with no --candidate the current config file is used",
+    )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
     source.add_argument("--topic", help="read this topic from its beginning to its end offsets")
@@ -57,6 +65,7 @@ def register(sub: Any) -> None:
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
     p.add_argument("--limit", type=int, default=20, help="changed runs listed in the table (default 20)")
     p.add_argument("--buckets", type=int, default=40, help="time buckets of the HTML timeline (default 40)")
+    add_profile_arguments(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
 
@@ -66,16 +75,16 @@ def _error(message: str) -> int:
     return 2
 
 
-def _load(path: Path | None, label: str) -> LoadedConfig:
+def _load(path: Path | None, label: str, *, quiet: bool = False) -> LoadedConfig:
     config = load_openclaw_config(path) if path is not None else LoadedConfig.default()
-    for w in config.warnings:
+    for w in () if quiet else config.warnings:
         print(f"{label}: {format_warning(w)}", file=sys.stderr)
     return config
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.candidate is None and args.sweep is None:
-        return _error("nothing to compare: give --candidate FILE and/or --sweep KEY=a..b")
+    if args.candidate is None and args.sweep is None and args.candidate_profile is None:
+        return _error("nothing to compare: give --candidate FILE and/or --sweep KEY=a..b (or --candidate-profile NAME)")
     if args.topic is not None and not args.bootstrap:
         return _error("--topic is not supported without --bootstrap HOST:PORT (it reads the topic from Kafka)")
     try:
@@ -84,7 +93,19 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--sweep: {exc}")
     try:
         current = _load(args.config, "current")
-        candidate = _load(args.candidate, "candidate") if args.candidate is not None else None
+        for line in configure_profiles(current, args.profiles, args.default_profile):
+            print(f"current: {line}", file=sys.stderr)
+        candidate: LoadedConfig | None = None
+        if args.candidate is not None or args.candidate_profile is not None:
+            quiet = args.candidate is None  # the current file again: its warnings are printed already
+            candidate = _load(args.candidate if args.candidate is not None else args.config, "candidate", quiet=quiet)
+            candidate.choice = current.choice
+            profile = args.candidate_profile
+            if profile is not None:
+                candidate.choice = current.choice.forced(profile)
+                if profile != DEFAULT_PROFILE:  # the 2026.7 reading was printed above
+                    for w in candidate.warnings_for(profile):
+                        print(f"candidate [{profile}]: {format_warning(w)}", file=sys.stderr)
     except ConfigFileError as exc:
         return _error(str(exc))
 

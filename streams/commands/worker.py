@@ -14,6 +14,7 @@ from typing import Any
 
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.storms import DEFAULT_AGENT_RUNS, DEFAULT_SIGNATURE_RUNS, DEFAULT_WINDOW_SECONDS, StormConfig
 from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 from streams.worker.settings import (
@@ -231,6 +232,7 @@ def register(subparsers: Any) -> None:
         help="most bytes of a rejected record kept on the dead-letter topic (LOOPWATCH_DEAD_LETTER_MAX_ORIGINAL)",
     )
     add_security_arguments(p)
+    add_profile_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -327,11 +329,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config = load_openclaw_config(settings.config_path) if settings.config_path else LoadedConfig.default()
+        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
     except ConfigFileError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
         return 2
     for warning in config.warnings:
         print(f"loopwatch worker: {format_warning(warning)}", file=sys.stderr)
+    for line in profile_warnings:
+        print(f"loopwatch worker: {line}", file=sys.stderr)
     metrics = WorkerMetrics()
     worker = LoopwatchWorker(settings, config, metrics)
     try:

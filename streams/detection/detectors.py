@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from streams.detection import messages
-from streams.detection.records import CallRecord, History
+from streams.detection.records import History, Records, RecordView
 from streams.detection.types import LoopConfig
 
 GENERIC = "generic_repeat"
@@ -34,7 +34,7 @@ class Finding:
     outcome: str | None = None  # the result hash the loop keeps producing, when one is known
 
 
-def unknown_tool_streak(history: History, tool: str) -> tuple[int, str | None]:
+def unknown_tool_streak(history: Records, tool: str) -> tuple[int, str | None]:
     """Trailing failures of ``tool`` that all name the same missing tool as the newest one."""
     name: str | None = None
     count = 0
@@ -66,11 +66,11 @@ def no_progress_streak(history: History, sig: str) -> tuple[int, str | None]:
 
 class PingPong(NamedTuple):
     length: int  # alternating tail + the current call
-    last: CallRecord
+    last: RecordView
     tail: int
 
 
-def ping_pong(history: History, sig: str) -> PingPong | None:
+def ping_pong(history: Records, sig: str) -> PingPong | None:
     """The alternation the current call continues, or None (§4.0; count includes the current call)."""
     size = len(history)
     if size < 2:
@@ -91,7 +91,7 @@ def ping_pong(history: History, sig: str) -> PingPong | None:
     return PingPong(tail + 1, last, tail)
 
 
-def ping_pong_evidence(history: History, pp: PingPong) -> bool:
+def ping_pong_evidence(history: Records, pp: PingPong) -> bool:
     """Every tail record hashed, and each side of the alternation with a single outcome hash."""
     side_last: str | None = None
     side_other: str | None = None
@@ -112,7 +112,7 @@ def ping_pong_evidence(history: History, pp: PingPong) -> bool:
     return side_last is not None and side_other is not None
 
 
-def _ping_pong_key(sig: str, pp: PingPong) -> str:
+def ping_pong_key(sig: str, pp: PingPong) -> str:
     """One key for the pair in both directions: the two signatures sorted as JavaScript sorts strings."""
     a, b = sig, pp.last.sig
     if a.isascii() and b.isascii():
@@ -191,7 +191,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                     PING_PONG,
                     count,
                     critical,
-                    _ping_pong_key(sig, pp),
+                    ping_pong_key(sig, pp),
                     messages.ping_pong_critical(tool, count),
                     pp.last.tool,
                     latest,
@@ -202,7 +202,7 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
                     PING_PONG,
                     count,
                     warning,
-                    _ping_pong_key(sig, pp),
+                    ping_pong_key(sig, pp),
                     messages.ping_pong_warning(tool, count),
                     pp.last.tool,
                     latest,

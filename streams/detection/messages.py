@@ -71,3 +71,18 @@ def compaction_abort(tool: str, count: int, window: int) -> str:
         f"auto-compaction (guard window {window}). Compaction did not break the loop, so the run is aborted "
         "to prevent runaway resource use."
     )
+
+
+def argument_churn_warning(tool: str, variants: int, count: int) -> str:
+    return (
+        f"WARNING: {tool} has cycled through {variants} repeated argument variants {count} times, all with the "
+        "same unchanged outcome. Changing the arguments is not making progress; change approach or report the "
+        "task as failed."
+    )
+
+
+def recovery_exhausted(tool: str, detector: str) -> str:
+    return (
+        f"CRITICAL: another critical tool loop ({detector}, tool {tool}) after the one recovery reply this run "
+        "was given. The call was blocked and the run is ended; nothing blocked was executed."
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, TypeVar
 
 
 class CallRecord(NamedTuple):
@@ -22,7 +23,24 @@ class CallRecord(NamedTuple):
 History = tuple[CallRecord, ...]
 
 
-def trim(history: History, size: int) -> History:
+class RecordView(Protocol):
+    """What the detectors shared by every semantics profile read from a record (of any profile)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def sig(self) -> str: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def unknown(self) -> str | None: ...
+
+
+Records = Sequence[RecordView]
+_R = TypeVar("_R")
+
+
+def trim(history: tuple[_R, ...], size: int) -> tuple[_R, ...]:
     """Keep the newest ``size`` records."""
     return history[len(history) - size :] if len(history) > size else history
 

@@ -59,6 +59,10 @@ class RunState:
     @classmethod
     def from_primitive(cls, obj: Any) -> RunState:
         """Inverse of :meth:`to_primitive`; raises ``ValueError`` on anything it did not produce."""
+        if isinstance(obj, list | tuple) and len(obj) == 9 and obj[0] == 2:  # the 2026.9 profile's format
+            from streams.detection.gen9_state import RunState9
+
+            return RunState9.from_primitive(obj)
         try:
             version, history, bucket_keys, bucket_values, blocked, guard, seen = obj
         except (TypeError, ValueError):

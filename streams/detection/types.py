@@ -23,6 +23,10 @@ class _Missing(Enum):
 
 MISSING: Final = _Missing.MISSING
 
+# Semantics profiles: which OpenClaw generation's loop-detection rules decide (streams.detection.profiles).
+PROFILE_2026_7: Final = "openclaw-2026.7"
+PROFILE_2026_9: Final = "openclaw-2026.9"
+
 
 @dataclass(frozen=True, slots=True)
 class LoopConfig:
@@ -39,6 +43,7 @@ class LoopConfig:
     ping_pong: bool = True
     guard_enabled: bool = True
     guard_window_size: int = 3
+    profile: str = PROFILE_2026_7  # which OpenClaw generation's rules apply (streams.detection.profiles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,9 @@ class Outcome:
     error: str | None = None
     result_hash: str | None = None
     unknown_tool_name: str | None = None
+    # With a gateway hash, what the 2026.9 profile also needs to know (the 2026.7 rules ignore both):
+    failure_hash: str | None = None  # failure identity of a terminal exec failure
+    no_progress: bool = False  # an explicit no-progress outcome (an unchanged write)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ _TALLY_HEADERS = [f"{_SHORT[d]} {what}" for d in DECISIONS for what in ("RUNS", 
 
 
 def _describe_config(info: ConfigInfo) -> str:
-    return f"{info.label} (config {info.config_hash[:12]})"
+    return f"{info.label} (config {info.config_hash[:12]}; {info.profiles})"
 
 
 def _run_title(rc: RunChange) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.config_file import LoadedConfig
+from streams.detection.types import PROFILE_2026_9
 from streams.whatif.analysis import Comparison, IndexedEvent, Mark, Tally, compare, run_infos
 from streams.whatif.sweep import SweepResult, SweepSpec, run_sweep
 
@@ -18,10 +19,13 @@ class ConfigInfo:
     label: str  # file name or "(OpenClaw defaults)"
     config_hash: str
     resolved: dict[str, dict[str, object]]
+    profiles: str  # how the semantics profile is chosen (e.g. every event as openclaw-2026.9)
 
     @classmethod
     def of(cls, config: LoadedConfig) -> ConfigInfo:
-        return cls(config.path or "(OpenClaw defaults)", config.config_hash, config.resolved())
+        only = config.choice.only
+        resolved = config.gen9.resolved() if only == PROFILE_2026_9 else config.resolved()
+        return cls(config.path or "(OpenClaw defaults)", config.config_hash, resolved, config.choice.describe())
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,7 @@ def _marks(marks: Sequence[Mark]) -> list[dict[str, Any]]:
 def _config(info: ConfigInfo | None) -> dict[str, Any] | None:
     if info is None:
         return None
-    return {"path": info.label, "config_hash": info.config_hash, "resolved": info.resolved}
+    return {"path": info.label, "config_hash": info.config_hash, "profiles": info.profiles, "resolved": info.resolved}
 
 
 def _pair(current: Tally, candidate: Tally) -> dict[str, Any]:

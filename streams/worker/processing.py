@@ -210,7 +210,9 @@ class RunProcessor:
             ts_ms: float | None = event.ts_ms()
             for decision in result.decisions:
                 if decision.published:
-                    verdict = to_verdict(event, decision, config_hash=config.config_hash, source=source)
+                    verdict = to_verdict(
+                        event, decision, config_hash=config.config_hash, source=source, profile=result.profile
+                    )
                     value = orjson.dumps(verdict.model_dump(mode="json"))
                     publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms))
         new_value: bytes | None = None

@@ -26,7 +26,7 @@ import pytest
 from streams.detection.canonical import JS_WHITESPACE
 from tests.support.kafka import Record
 from tests.support.procs import python_env
-from tests.support.scenarios import load_scenarios, wire_events
+from tests.support.scenarios import load_2026_9, load_scenarios, wire_events
 from tests.support.worker import (
     Names,
     WorkerProcess,
@@ -49,6 +49,7 @@ from tests.support.worker import (
 pytestmark = pytest.mark.integration
 
 SCENARIOS = load_scenarios()
+SCENARIOS_2026_9 = load_2026_9()["scenarios"]
 
 
 def merged_block(config: Any, override: Any) -> Any:
@@ -92,6 +93,18 @@ def scenario_events() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
         for ev in events:
             ev["agent_id"] = agent
             ev["event_id"] = f"{agent}-{ev['event_id']}"
+            ev["run_id"] = scoped_run_id(ev["run_id"], f"{agent}:")
+        per_scenario.append(events)
+    for i, scenario in enumerate(SCENARIOS_2026_9):  # judged by the 2026.9 rules: the events say 2026.9.6
+        agent = f"v9-{i:02d}"
+        entry = {"id": agent}
+        block = merged_block(scenario["config"], scenario["agent_override"])
+        if block is not None:
+            entry["tools"] = {"loopDetection": block}
+        agents.append(entry)
+        events = wire_events(scenario, session=f"sess-{agent}")
+        for ev in events:
+            ev.update(agent_id=agent, event_id=f"{agent}-{ev['event_id']}", openclaw_version="2026.9.6")
             ev["run_id"] = scoped_run_id(ev["run_id"], f"{agent}:")
         per_scenario.append(events)
     return {"agents": {"list": agents}}, per_scenario
@@ -240,6 +253,15 @@ def test_verdicts_equal_replay(e2e: E2E) -> None:
             assert mine == expected, scenario["name"]
         else:
             assert set(expected) <= set(mine), scenario["name"]
+    assert {v["profile"] for v in got.values() if v["event_id"].startswith("sc")} == {"openclaw-2026.7"}
+    for i, scenario in enumerate(SCENARIOS_2026_9):
+        prefix = f"v9-{i:02d}-sess-v9-{i:02d}-e"
+        mine_9 = [v for v in got.values() if v["event_id"].startswith(prefix)]
+        assert {v["profile"] for v in mine_9} <= {"openclaw-2026.9"}
+        got_9 = sorted((int(v["event_id"][len(prefix) :]), v["decision"], v["detector"], v["count"]) for v in mine_9)
+        assert got_9 == sorted(
+            (e["index"], e["decision"], e["code"], e["count"]) for e in scenario["expected"] if e["published"]
+        ), scenario["name"]
 
 
 def test_duplicates_change_nothing(e2e: E2E) -> None:

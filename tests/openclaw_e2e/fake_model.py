@@ -50,6 +50,17 @@ def _scripts() -> dict[str, list[Step]]:
         # A wrapped tool (the observer plugin's) failing with "Unknown tool: browser.open" every time, with varying
         # arguments (ignored by the detector): with unknownToolThreshold 3 the 4th and 5th calls are blocked.
         "unknown_tool": [{"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(5)],
+        # 2026.9: built-in unknown-tool threshold 10, so the 11th failing call is blocked (the 12th is not: the
+        # veto record ends the unknown-tool streak).
+        "unknown_tool_v9": [
+            {"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(12)
+        ],
+        # One command failing with output that drifts (time of day, duration): 2026.9's failure identity makes
+        # it no progress (block at the 21st call, the run ends at the 22nd); 2026.7 only warns.
+        "exec_failure": [
+            _exec('echo "connect failed at $(date +%H:%M:%S) after $(date +%N | cut -c1-3)ms"; exit 3')
+            for _ in range(23)
+        ],
         # A quiet run: different calls, no decisions expected.
         "quiet": [_exec(f"echo quiet-{i}") for i in range(6)],
         # Enforcement phase (OpenClaw's detection off): slow enough for verdicts to arrive mid-loop.

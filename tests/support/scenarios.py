@@ -8,6 +8,7 @@ from typing import Any
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 SCENARIOS_PATH = SHARED / "conformance" / "scenarios.json"
+SCENARIOS_2026_9_PATH = Path(__file__).resolve().parents[1] / "conformance" / "openclaw-2026.9.json"
 GATEWAY = "gw-conformance"
 
 
@@ -15,6 +16,12 @@ def load_scenarios() -> list[dict[str, Any]]:
     data = json.loads(SCENARIOS_PATH.read_text(encoding="utf-8"))
     scenarios: list[dict[str, Any]] = data["scenarios"]
     return scenarios
+
+
+def load_2026_9() -> dict[str, Any]:
+    """The openclaw-2026.9 profile's scenario file (kept in this repository, same format)."""
+    data: dict[str, Any] = json.loads(SCENARIOS_2026_9_PATH.read_text(encoding="utf-8"))
+    return data
 
 
 def config_document(scenario: dict[str, Any]) -> dict[str, Any]:

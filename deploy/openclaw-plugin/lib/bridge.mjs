@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { appendNotes, BoundedMap } from "./enforcer.mjs";
 import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
 import { argsDigest, callSignature, errorMessage, hashOutcome, isLoopVeto, processAction } from "./outcome.mjs";
+import { hashOutcome2026_9, isGeneration2026_9, withoutWarningNote } from "./outcome2026_9.mjs";
 
 /** Event ids unique per gateway: a random boot id (new on every process start) and a counter. */
 export function eventIdFactory() {
@@ -31,6 +32,10 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   const hashOnGateway = cfg.hashOnGateway;
   const enforce = cfg.enforce && enforcement !== null;
   const maxEventBytes = cfg.maxEventBytes;
+  const openclawVersion = typeof cfg.openclawVersion === "string" ? cfg.openclawVersion.slice(0, 64) : null;
+  // A 2026.8+ host hashes outcomes the 2026.9 way (and loopwatch judges its events by that profile).
+  const generation9 = isGeneration2026_9(openclawVersion);
+  const hashFor = generation9 ? hashOutcome2026_9 : hashOutcome;
   // "k:"+sessionKey / "s:"+sessionId -> the session's latest run id. Never cleared at agent_end: that hook
   // fires per attempt, and a compaction retry continues the same run after it (observed on 2026.7.35).
   const currentRun = new BoundedMap(8192);
@@ -89,6 +94,14 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     return undefined;
   }
 
+  /** The outcome fields of a hashed record (2026.9 adds failure_hash and no_progress when they apply). */
+  function putHashes(record, outcome) {
+    record.result_hash = outcome.resultHash;
+    if (outcome.unknownToolName !== null) record.unknown_tool_name = outcome.unknownToolName;
+    if (outcome.failureHash) record.failure_hash = outcome.failureHash;
+    if (outcome.noProgress && !String(outcome.resultHash).startsWith("error:")) record.no_progress = true;
+  }
+
   function common(type, ctx, sessionId, runId) {
     return {
       type,
@@ -99,6 +112,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       run_id: runId ?? null,
       ts: now(),
       version: EVENT_VERSION,
+      ...(openclawVersion ? { openclaw_version: openclawVersion } : {}),
     };
   }
 
@@ -218,7 +232,8 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       const publishedHash = pendingKey !== null ? pendingArgs.get(pendingKey) : undefined;
       if (publishedHash !== undefined) pendingArgs.delete(pendingKey);
       const error = event?.error;
-      const result = event?.result;
+      // 2026.9 appends its loop-warning note to the result the hooks see; OpenClaw hashed it without.
+      const result = generation9 ? withoutWarningNote(event?.result) : event?.result;
       const hasError = error !== undefined && error !== null;
       if (isLoopVeto(result)) {
         // OpenClaw's own detector vetoed this call, so before_tool_call never ran for it: publish its
@@ -244,9 +259,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
         delete r.result;
         delete r.error;
         hashArgs(r, tool, params, argsHash());
-        const outcome = hashOutcome(tool, params, result, error);
-        r.result_hash = outcome.resultHash;
-        if (outcome.unknownToolName !== null) r.unknown_tool_name = outcome.unknownToolName;
+        putHashes(r, hashFor(tool, params, result, error));
       };
       if (hashOnGateway) {
         hashes(record);
@@ -259,9 +272,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
         } else if (!hasError && result !== null && isJsonFaithful(result)) {
           record.result = result;
         } else {
-          const outcome = hashOutcome(tool, params, result, error);
-          record.result_hash = outcome.resultHash;
-          if (outcome.unknownToolName !== null) record.unknown_tool_name = outcome.unknownToolName;
+          putHashes(record, hashFor(tool, params, result, error));
         }
       }
       emit(key, record, hashes);

@@ -20,11 +20,11 @@ export function quote(text) {
   return JSON.stringify(text);
 }
 
-function encode(value, ancestors) {
+function encode(value, ancestors, norm) {
   if (value === null) return "null";
   switch (typeof value) {
     case "string":
-      return quote(value);
+      return quote(norm ? norm(value) : value);
     case "number":
       return Number.isFinite(value) ? String(value) : JSON.stringify(String(value));
     case "boolean":
@@ -34,13 +34,13 @@ function encode(value, ancestors) {
     case "bigint":
       return JSON.stringify(value.toString());
     case "object":
-      return encodeObject(value, ancestors);
+      return encodeObject(value, ancestors, norm);
     default: // function, symbol: not JSON; print their string form
       return quote(String(value));
   }
 }
 
-function encodeObject(value, ancestors) {
+function encodeObject(value, ancestors, norm) {
   if (ancestors.includes(value)) return '"[Circular]"';
   ancestors.push(value);
   try {
@@ -48,7 +48,7 @@ function encodeObject(value, ancestors) {
       let out = "[";
       for (let i = 0; i < value.length; i++) {
         if (i > 0) out += ",";
-        out += encode(value[i], ancestors);
+        out += encode(value[i], ancestors, norm);
       }
       return out + "]";
     }
@@ -56,7 +56,13 @@ function encodeObject(value, ancestors) {
       return '{"data":' + quote(Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64")) + ',"type":"Uint8Array"}';
     }
     if (value instanceof Error) {
-      return encodeObject({ message: value.message, name: value.name, stack: value.stack }, ancestors);
+      return encodeObject({ message: value.message, name: value.name, stack: value.stack }, ancestors, norm);
+    }
+    if (norm) {
+      // Keys are normalised too and sort by their normalised form, ties by the original key.
+      const entries = Object.keys(value).map((key) => [norm(key), key]);
+      entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+      return "{" + entries.map(([n, key]) => quote(n) + ":" + encode(value[key], ancestors, norm)).join(",") + "}";
     }
     const keys = Object.keys(value).sort();
     let out = "{";
@@ -70,9 +76,9 @@ function encodeObject(value, ancestors) {
   }
 }
 
-/** The canonical JSON text of a value. */
-export function canonical(value) {
-  return encode(value, []);
+/** The canonical JSON text of a value; `normalize` (optional) rewrites every string and key first. */
+export function canonical(value, normalize = undefined) {
+  return encode(value, [], normalize);
 }
 
 /** Lowercase hex SHA-256 of already canonical text (UTF-8). */
@@ -81,6 +87,6 @@ export function sha256Hex(text) {
 }
 
 /** Lowercase hex SHA-256 of the canonical text of a value: OpenClaw's hash of params and outcomes. */
-export function digest(value) {
-  return sha256Hex(canonical(value));
+export function digest(value, normalize = undefined) {
+  return sha256Hex(canonical(value, normalize));
 }

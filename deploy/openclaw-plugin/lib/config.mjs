@@ -16,7 +16,7 @@ export const DEFAULTS = Object.freeze({
 
 const KNOWN = new Set([
   "brokers", "topic", "verdictTopic", "gatewayId", "hashOnGateway", "enforce", "maxBuffer", "clientId",
-  "ssl", "sasl", "verdictGroupId", "maxEventBytes",
+  "ssl", "sasl", "verdictGroupId", "maxEventBytes", "openclawVersion",
 ]);
 const SASL_MECHANISMS = new Set(["plain", "scram-sha-256", "scram-sha-512"]);
 
@@ -33,7 +33,7 @@ function positiveInt(value, name) {
 }
 
 /** The resolved config (defaults applied); throws ConfigError on invalid input. */
-export function resolveConfig(raw = {}) {
+export function resolveConfig(raw = {}, { hostVersion } = {}) {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError("config must be an object");
   for (const key of Object.keys(raw)) {
     if (!KNOWN.has(key)) throw new ConfigError(`unknown config key ${JSON.stringify(key)}`);
@@ -54,6 +54,10 @@ export function resolveConfig(raw = {}) {
   }
   cfg.gatewayId = raw.gatewayId !== undefined ? nonEmptyString(raw.gatewayId, "gatewayId") : hostname();
   cfg.gatewayIdDefaulted = raw.gatewayId === undefined;
+  // The host's OpenClaw version, stamped on every event so loopwatch judges it by that generation's rules;
+  // normally taken from the plugin runtime (index.mjs), configurable for hosts that do not report it.
+  const host = typeof hostVersion === "string" && hostVersion.trim() !== "" ? hostVersion.trim() : null;
+  cfg.openclawVersion = raw.openclawVersion !== undefined ? nonEmptyString(raw.openclawVersion, "openclawVersion") : host;
   for (const key of ["hashOnGateway", "enforce"]) {
     if (raw[key] !== undefined) {
       if (typeof raw[key] !== "boolean") throw new ConfigError(`${key} must be a boolean`);

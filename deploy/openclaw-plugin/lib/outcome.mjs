@@ -158,7 +158,7 @@ function execHash(status, details, text) {
   return null;
 }
 
-function processShape(action, details, text) {
+export function processShape(action, details, text) {
   // `status` as is (an absent status stays undefined, printed bare), the other fields `?? null`.
   if (action === "poll") {
     return {

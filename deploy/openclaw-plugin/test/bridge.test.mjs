@@ -6,6 +6,7 @@ import { createBridge } from "../lib/bridge.mjs";
 import { digest } from "../lib/canonical.mjs";
 import { Enforcement } from "../lib/enforcer.mjs";
 import { hashOutcome } from "../lib/outcome.mjs";
+import { hashOutcome2026_9 } from "../lib/outcome2026_9.mjs";
 import plugin, { bridgeStats, register, resetForTests } from "../index.mjs";
 import { baseConfig, CapturingPublisher, closedPort, silentLogger } from "./helpers.mjs";
 
@@ -287,6 +288,7 @@ test("register(): hooks in every mode but cli-metadata/setup-only, one module-gl
   const makeApi = (mode) => ({
     registrationMode: mode,
     pluginConfig: { brokers: [`127.0.0.1:${port}`], gatewayId: "gw-reg", enforce: true, maxBuffer: 5 },
+    runtime: { version: "2026.9.6" }, // the host's version reaches the (frozen) config: the bridge stays enabled
     logger: silentLogger,
     on: (name, handler, opts) => registrations.push({ mode, name, handler, opts }),
     registerAgentToolResultMiddleware: (handler, opts) => registrations.push({ mode, name: "middleware", handler, opts }),
@@ -323,4 +325,40 @@ test("register(): an invalid config disables the plugin with an error instead of
   assert.doesNotThrow(() => register(api));
   assert.match(errors[0], /invalid config/);
   await resetForTests();
+});
+
+test("every record carries the host's OpenClaw version when it is known (openclaw_version)", () => {
+  const { publisher, bridge } = setup({ openclawVersion: "2026.9.6" });
+  call(bridge, { result: RESULT });
+  bridge.afterCompaction({}, { sessionId: "sess-1", sessionKey: "agent:ops:main", agentId: "ops" });
+  assert.ok(publisher.records.length >= 2);
+  for (const { record } of publisher.records) assert.equal(record.openclaw_version, "2026.9.6");
+  const plain = setup();
+  call(plain.bridge, { result: RESULT });
+  for (const { record } of plain.publisher.records) assert.ok(!("openclaw_version" in record));
+});
+
+test("on a 2026.9 host: 2026.9 outcome hashes, failure_hash / no_progress, and the warning note is not the outcome", () => {
+  const { publisher, bridge } = setup({ openclawVersion: "2026.9.6" });
+  const failed = (text) => ({ content: [{ type: "text", text }], details: { status: "failed", exitCode: 1, aggregated: text } });
+  call(bridge, { id: "c1", result: failed("boom at 10:00:01 (attempt 1)") });
+  call(bridge, { id: "c2", tool: "write", params: { path: "/a" }, result: { content: [{ type: "text", text: "same" }], details: { changed: false } } });
+  const note = { type: "text", text: "[System note: Tool-loop warning after 10 repeated calls. Change your approach or stop if you are not making progress.]" };
+  const plain = { content: [{ type: "text", text: "x" }], details: { ok: true } };
+  call(bridge, { id: "c3", tool: "read", params: { p: 1 }, result: { ...plain, content: [...plain.content, note] } });
+  const results = publisher.records.filter((r) => r.record.type === "tool_result").map((r) => r.record);
+  assert.equal(results[0].failure_hash, hashOutcome2026_9("exec", { command: "ls" }, failed("boom at 10:00:01 (attempt 1)")).failureHash);
+  assert.match(results[0].failure_hash, /^[0-9a-f]{64}$/);
+  assert.equal(results[1].no_progress, true);
+  assert.equal(results[2].result_hash, hashOutcome2026_9("read", { p: 1 }, plain).resultHash);
+  // the same calls on a 2026.7 host: the 2026.7 hashes, no extra fields
+  const old = setup({ openclawVersion: "2026.7.35" });
+  call(old.bridge, { id: "c1", result: failed("boom at 10:00:01 (attempt 1)") });
+  const r = old.publisher.records.find((x) => x.record.type === "tool_result").record;
+  assert.ok(!("failure_hash" in r) && !("no_progress" in r));
+  assert.equal(r.result_hash, hashOutcome("exec", { command: "ls" }, failed("boom at 10:00:01 (attempt 1)")).resultHash);
+  // raw mode on 2026.9: the published result has no note either
+  const raw = setup({ openclawVersion: "2026.9.6", hashOnGateway: false });
+  call(raw.bridge, { id: "c3", tool: "read", params: { p: 1 }, result: { ...plain, content: [...plain.content, note] } });
+  assert.deepEqual(raw.publisher.records.find((x) => x.record.type === "tool_result").record.result, plain);
 });

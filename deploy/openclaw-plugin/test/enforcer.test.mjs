@@ -189,3 +189,15 @@ test("the verdict consumer retries in the background when Kafka is unreachable",
   await new Promise((r) => setTimeout(r, 1200));
   assert.equal(attempts, after, "stop() ends the retries");
 });
+
+test("2026.9 second critical: its block and its abort (same detector) block the call and end the run", async () => {
+  const aborted = [];
+  const e = new Enforcement({ gatewayId: "gw-1", abortRun: (sid, reason) => aborted.push([sid, reason]) });
+  const second = { detector: "generic_repeat", count: 21, profile: "openclaw-2026.9" };
+  e.apply(verdict({ ...second, decision: "block" }));
+  e.apply(verdict({ ...second, decision: "abort", message: "CRITICAL: another critical tool loop" }));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(aborted, [["sess-1", "CRITICAL: another critical tool loop"]]);
+  const reason = "CRITICAL: another critical tool loop";
+  assert.deepEqual(e.check("run-1", "read:" + "d".repeat(64), "sess-1"), { block: true, blockReason: reason });
+});

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 
 import { canonical, digest } from "../lib/canonical.mjs";
 import { argsDigest, callSignature, hashOutcome, unknownToolName } from "../lib/outcome.mjs";
+import { hashOutcome2026_9 } from "../lib/outcome2026_9.mjs";
 import { scopeKey } from "../lib/events.mjs";
 
 const vectors = JSON.parse(readFileSync(new URL("./vectors.json", import.meta.url), "utf8"));
@@ -90,4 +91,25 @@ test("String.prototype.trim is the core's js_trim", () => {
 
 test("scope keys match", () => {
   for (const v of vectors.scope_key) assert.equal(scopeKey(v.run_id, v.session_id), v.key, JSON.stringify(v));
+});
+
+test("2026.9 outcome hashes (wrapper ids, exec failure identity, unchanged writes, veto) match", () => {
+  let checked = 0;
+  for (const v of vectors.outcome_2026_9) {
+    const args = decodeInput(v.args);
+    const result = Object.hasOwn(v, "result") ? decodeInput(v.result) : undefined;
+    const got = hashOutcome2026_9(v.tool, args, result, v.error);
+    assert.deepEqual(
+      { resultHash: got.resultHash, unknownToolName: got.unknownToolName, failureHash: got.failureHash, noProgress: got.noProgress, veto: got.veto },
+      { resultHash: v.result_hash, unknownToolName: v.unknown_tool_name, failureHash: v.failure_hash, noProgress: v.no_progress, veto: v.veto },
+      v.name,
+    );
+    checked++;
+  }
+  assert.ok(checked > vectors.outcome.length);
+  const byName = Object.fromEntries(vectors.outcome_2026_9.map((v) => [v.name, v]));
+  assert.equal(byName["wrapper id"].result_hash, byName["wrapper other id"].result_hash);
+  assert.notEqual(byName["wrapper id"].result_hash, byName["wrapper ids differ"].result_hash);
+  assert.equal(byName["exec failure volatile"].failure_hash, byName["exec failure other time"].failure_hash);
+  assert.notEqual(byName["exec failure volatile"].result_hash, byName["exec failure other time"].result_hash);
 });
