@@ -52,7 +52,7 @@ def _scripts() -> dict[str, list[Step]]:
         "unknown_tool": [{"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(5)],
         # 2026.9: built-in unknown-tool threshold 10, so the 11th failing call is blocked (the 12th is not: the
         # veto record ends the unknown-tool streak).
-        "unknown_tool_v9": [
+        "unknown_tool_long": [
             {"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(12)
         ],
         # One command failing with output that drifts (time of day, duration): 2026.9's failure identity makes

@@ -77,7 +77,7 @@ if GEN9:  # the one-recovery rule ends these runs at the second critical; more c
         ("poll", {("block", "known_poll_no_progress"), ("abort", "known_poll_no_progress")}),
         # guard: the fake model's overflow does not make 2026.9.6 compact (the run fails instead); the guard's
         # window-3 rule is covered by the 2026.9 conformance scenarios.
-        ("unknown_tool_v9", {("block", "unknown_tool_repeat")}),
+        ("unknown_tool_long", {("block", "unknown_tool_repeat")}),
         ("exec_failure", {("block", "generic_repeat"), ("abort", "generic_repeat")}),
         ("quiet", set()),
     ]
@@ -499,8 +499,9 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
         assert "PostCompactionLoopPersistedError" in runs["guard"].stdout + runs["guard"].stderr, runs["guard"]
         compactions = [e for e in mine if e["type"] == "compaction_retry"]
         assert len(compactions) == 1 and compactions[0]["run_id"], compactions
+    ended = {scenario for scenario, must in COMPARED if GEN9 and any(d == "abort" for d, _ in must)}
     for scenario, done in runs.items():
-        if scenario != "guard":
+        if scenario != "guard" and scenario not in ended:  # 2026.9 fails a run its second critical ended
             assert done.returncode == 0, f"{scenario}: {done.stderr[-3000:]}"
     assert all(e.get("openclaw_version") == OPENCLAW_VERSION for e in mine), "every event names the host version"
     tool_events = [e for e in mine if e["type"] != "compaction_retry"]
