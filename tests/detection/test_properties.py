@@ -20,7 +20,7 @@ from streams.detection import (
     digest,
     hash_outcome,
 )
-from streams.detection.outcome import hash_result
+from streams.detection.outcome import hash_result, process_action
 from streams.detection.sends import VOLATILE_SEND_KEYS
 
 PROPS = settings(derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -140,8 +140,17 @@ TOOLS = [
     "command_status",
     "grep",
     "sessions_send",
-]  # no process poll/log, no message sends
-ARGS: list[Any] = [{"path": "/a"}, {"path": "/b"}, {"cmd": "ls", "n": 1.0}, None, [1, 2]]
+    "process",
+]  # no message sends; process polls travel hashed with their poll_action hint
+ARGS: list[Any] = [
+    {"path": "/a"},
+    {"path": "/b"},
+    {"cmd": "ls", "n": 1.0},
+    None,
+    [1, 2],
+    {"action": "poll", "sessionId": "s1"},
+    {"action": "log", "sessionId": "s1"},
+]
 OUTCOMES: list[Outcome | None] = [
     None,
     Outcome(result={"content": [{"type": "text", "text": "same"}], "details": {"ok": True}}),
@@ -213,6 +222,7 @@ def build(script: list[tuple[str, int, int, int, int]], scope: str, prehashed: b
                     args_hash=digest_part,
                     outcome=hashed,
                     dedup_key=dedup,
+                    poll_action=process_action(tool, args),
                 )
             )
         else:
