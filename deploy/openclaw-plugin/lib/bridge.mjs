@@ -7,7 +7,9 @@ import { randomBytes } from "node:crypto";
 
 import { appendNotes, BoundedMap } from "./enforcer.mjs";
 import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
-import { argsDigest, callSignature, errorMessage, hashOutcome, isLoopVeto, processAction } from "./outcome.mjs";
+import {
+  argsDigest, callSignature, GATE_FAILURE_MESSAGE, hashOutcome, hookOutcome, isLoopVeto, isPluginBlock, processAction,
+} from "./outcome.mjs";
 
 /** Event ids unique per gateway: a random boot id (new on every process start) and a counter. */
 export function eventIdFactory() {
@@ -34,7 +36,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   // "k:"+sessionKey / "s:"+sessionId -> the session's latest run id. Never cleared at agent_end: that hook
   // fires per attempt, and a compaction retry continues the same run after it (observed on 2026.7.35).
   const currentRun = new BoundedMap(8192);
-  const pendingArgs = new BoundedMap(8192); // scope key + NUL + call id -> args hash of the published tool_call
+  const openCalls = new BoundedMap(8192); // scope key + NUL + call id of each tool_call published from before_tool_call
   const seenBefore = new WeakMap(); // params object -> {identity, result}: one publish per dispatch even if
   const seenAfter = new WeakMap(); //   register() ran twice and both registrations' hooks fire (identity =
   //                                     scope key + call id, so a reused params object in another call counts)
@@ -50,6 +52,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     compactionsWithoutRun: 0,
     compactionsIgnored: 0,
     duplicateDispatches: 0,
+    unrecordedCalls: 0,
     oversized: 0,
     hookErrors: 0,
     blocked: 0,
@@ -129,7 +132,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     if (action !== null) record.poll_action = action;
   }
 
-  /** Publish the tool_call record of a call; remembers its args hash for the matching tool_result. */
+  /** Publish the tool_call record of a call. */
   function publishCall(event, ctx, params, callId, sessionId, runId, key, tool) {
     const argsHash = hashOnGateway || enforce ? argsDigest(params) : null;
     const record = common("tool_call", ctx, sessionId, runId);
@@ -143,10 +146,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     };
     emit(key, record, rehash);
     stats.toolCalls++;
-    if (callId !== null) {
-      pendingArgs.set(key + "\u0000" + callId, argsHash ?? "");
-      if (enforce) callScope.set(callId, key);
-    }
+    if (callId !== null && enforce) callScope.set(callId, key);
     return { record, argsHash };
   }
 
@@ -174,6 +174,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       }
       noteRun(ctx?.sessionKey, ctx?.sessionId, runId);
       const { record, argsHash } = publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
+      if (callId !== null) openCalls.set(identity, true);
       let result;
       if (enforce) {
         const signature = callSignature(tool, argsHash);
@@ -206,69 +207,83 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       const key = scopeKey(runId, sessionId);
       const dupKey = params !== null && typeof params === "object" ? params : null;
       if (dupKey) {
-        const identity = key + "\u0000" + callId;
-        if (seenAfter.get(dupKey) === identity) {
+        if (seenAfter.get(dupKey) === key + "\u0000" + callId) {
           stats.duplicateDispatches++;
           return;
         }
-        seenAfter.set(dupKey, identity);
+        seenAfter.set(dupKey, key + "\u0000" + callId);
       }
-      const pendingKey = callId !== null ? key + "\u0000" + callId : null;
-      // The args hash published with this call's tool_call ("" when raw args were sent), if any.
-      const publishedHash = pendingKey !== null ? pendingArgs.get(pendingKey) : undefined;
-      if (publishedHash !== undefined) pendingArgs.delete(pendingKey);
-      const error = event?.error;
+      // Whether this call's before_tool_call ran (and published its tool_call).
+      const identity = key + "\u0000" + callId;
+      const published = callId !== null && openCalls.has(identity);
+      if (published) openCalls.delete(identity);
       const result = event?.result;
-      const hasError = error !== undefined && error !== null;
       if (isLoopVeto(result)) {
         // OpenClaw's own detector vetoed this call, so before_tool_call never ran for it: publish its
         // tool_call now (loopwatch then decides on it like OpenClaw did, and records nothing). A veto
         // has no outcome hash, so there is no tool_result.
-        if (publishedHash === undefined) {
-          publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
-          if (pendingKey !== null) pendingArgs.delete(pendingKey);
-        }
+        if (!published) publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
         stats.vetoedCalls++;
         return;
       }
-      if (!hasError && result === undefined) {
+      if (!published && callId !== null) {
+        if (!isPluginBlock(result)) {
+          // No before_tool_call: the call never reached OpenClaw's tool wrapper (a tool name the model made
+          // up, arguments that failed validation, a failed argument preparation). OpenClaw's loop detector
+          // records nothing for such a call, so loopwatch must not either.
+          stats.unrecordedCalls++;
+          return;
+        }
+        // Another plugin's before_tool_call blocked first, so ours never ran; OpenClaw recorded the call
+        // and hashes the block like any result.
+        publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
+      }
+      const outcome = hookOutcome(result, event?.error);
+      if (outcome.thrown === GATE_FAILURE_MESSAGE) {
+        stats.unrecordedCalls++; // thrown by OpenClaw's wrapper before the tool ran: the record stays pending
+        return;
+      }
+      if (outcome.thrown === undefined && outcome.result === undefined) {
         stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
         return;
       }
-      const record = common("tool_result", ctx, sessionId, runId);
-      record.tool = tool;
-      record.call_id = callId;
-      const argsHash = () => publishedHash || argsDigest(params);
-      const hashes = (r) => {
-        delete r.args;
-        delete r.result;
-        delete r.error;
-        hashArgs(r, tool, params, argsHash());
-        const outcome = hashOutcome(tool, params, result, error);
-        r.result_hash = outcome.resultHash;
-        if (outcome.unknownToolName !== null) r.unknown_tool_name = outcome.unknownToolName;
-      };
-      if (hashOnGateway) {
-        hashes(record);
-      } else {
-        if (isJsonFaithful(params)) record.args = params;
-        else hashArgs(record, tool, params, argsHash());
-        const message = hasError ? errorMessage(error) : undefined;
-        if (hasError && isJsonFaithful(message)) {
-          record.error = message;
-        } else if (!hasError && result !== null && isJsonFaithful(result)) {
-          record.result = result;
-        } else {
-          const outcome = hashOutcome(tool, params, result, error);
-          record.result_hash = outcome.resultHash;
-          if (outcome.unknownToolName !== null) record.unknown_tool_name = outcome.unknownToolName;
-        }
-      }
-      emit(key, record, hashes);
+      publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome);
       stats.toolResults++;
     } catch (err) {
       hookError("after_tool_call", err);
     }
+  }
+
+  /**
+   * The tool_result of a finished call: the outcome OpenClaw's loop detector hashed (see hookOutcome),
+   * against the arguments it recorded that outcome with (after_tool_call's params, the ones that ran).
+   * Raw mode sends the thrown message or the result itself, unless JSON cannot carry it (or the arguments)
+   * faithfully; then the record is hashed whole, so the core never hashes a result without its arguments.
+   */
+  function publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome) {
+    const record = common("tool_result", ctx, sessionId, runId);
+    record.tool = tool;
+    record.call_id = callId;
+    const thrown = outcome.thrown !== undefined;
+    const hashes = (r) => {
+      delete r.args;
+      delete r.result;
+      delete r.error;
+      hashArgs(r, tool, params, null);
+      const hashed = hashOutcome(tool, params, outcome.result, thrown ? outcome.thrown : undefined);
+      r.result_hash = hashed.resultHash;
+      if (hashed.unknownToolName !== null) r.unknown_tool_name = hashed.unknownToolName;
+    };
+    const raw = !hashOnGateway && isJsonFaithful(params) &&
+      (thrown ? isJsonFaithful(outcome.thrown) : outcome.result !== null && isJsonFaithful(outcome.result));
+    if (raw) {
+      record.args = params;
+      if (thrown) record.error = outcome.thrown;
+      else record.result = outcome.result;
+    } else {
+      hashes(record);
+    }
+    emit(key, record, hashes);
   }
 
   function afterCompaction(event, ctx) {

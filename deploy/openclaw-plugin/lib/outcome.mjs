@@ -202,6 +202,50 @@ export function hashResult(tool, args, result) {
   return sha256Hex('{"details":' + canonical(details) + ',"text":' + canonical(text) + "}");
 }
 
+// OpenClaw 2026.7.35 answers a call whose before_tool_call gate crashed with this text (thrown inside its tool
+// wrapper after the call was recorded as pending, so its loop detector never records an outcome for it).
+export const GATE_FAILURE_MESSAGE = "Tool call blocked because before_tool_call hook failed";
+
+function isEmptyObject(value) {
+  return isObject(value) && Object.keys(value).length === 0;
+}
+
+/**
+ * What OpenClaw's loop detector recorded for a finished call, told from its after_tool_call payload:
+ * `{thrown: message}` (the tool threw: the detector hashed the thrown message), `{result}` (the tool
+ * returned: the detector hashed that result with the normal rules, even when it looks like a failure) or
+ * `{}` (nothing to hash).
+ *
+ * The payload's `error` does not say which: OpenClaw also derives it from a returned result that looks like
+ * a failure (non-zero exit code, an error status), as the first line of that result's text, at most 400
+ * characters. A thrown error reaches the hook as the agent runtime's error result, whose only text is the
+ * full thrown message and whose details are empty; the tool-search path builds
+ * `{details: {status: "error", error: message}}` without content instead.
+ */
+export function hookOutcome(result, error) {
+  if (error === undefined || error === null) return result === undefined ? {} : { result };
+  if (isObject(result)) {
+    const content = result.content;
+    if (isEmptyObject(result.details) && Array.isArray(content) && content.length === 1 &&
+        isObject(content[0]) && content[0].type === "text" && typeof content[0].text === "string") {
+      return { thrown: content[0].text };
+    }
+    const details = result.details;
+    if (!("content" in result) && isObject(details) && details.status === "error" && typeof details.error === "string") {
+      return { thrown: details.error };
+    }
+    return { result };
+  }
+  if (result !== undefined) return { result };
+  return { thrown: errorMessage(error) }; // no result at all: the error is all there is
+}
+
+/** Whether a result is a plugin's before_tool_call block (OpenClaw records it like any result). */
+export function isPluginBlock(result) {
+  return isObject(result) && isObject(result.details) &&
+    result.details.status === "blocked" && result.details.deniedReason === "plugin-before-tool-call";
+}
+
 /** Whether a result is the loop detector's own veto (it never gets a hash). */
 export function isLoopVeto(result) {
   return isObject(result) && isObject(result.details) &&

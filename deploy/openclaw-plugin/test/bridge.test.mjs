@@ -77,6 +77,88 @@ test("errors become error: hashes with the unknown tool name", () => {
   assert.equal(r.unknown_tool_name, "browser");
 });
 
+// What OpenClaw 2026.7.35 hands after_tool_call for a failed call (see lib/outcome.mjs hookOutcome).
+const thrownPayload = (message) => ({ result: { content: [{ type: "text", text: message }], details: {} }, error: message.trim().split(/\r?\n/)[0].trim() });
+const failedExec = (output, exitCode = 1) => ({
+  result: { content: [{ type: "text", text: output }], details: { status: exitCode ? "failed" : "completed", exitCode, aggregated: output, durationMs: 9 } },
+  error: exitCode ? output.split("\n")[0] : undefined,
+});
+
+for (const hashOnGateway of [true, false]) {
+  const mode = hashOnGateway ? "hashed" : "raw";
+  const outcomeOf = (r) => (hashOnGateway ? { hash: r.result_hash, unknown: r.unknown_tool_name } : { error: r.error, result: r.result });
+
+  test(`${mode}: a returned failure is a result, not a thrown error (changing output and exit codes are progress)`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    const params = { command: "git status" };
+    const payloads = [failedExec("fatal: not a git repository\nattempt 1"), failedExec("fatal: not a git repository\nattempt 2"), failedExec("fatal: not a git repository\nattempt 1", 128)];
+    payloads.forEach((p, i) => call(bridge, { id: `c${i}`, params, ...p }));
+    const results = publisher.records.filter((r) => r.record.type === "tool_result").map((r) => r.record);
+    assert.equal(results.length, 3);
+    for (const [i, r] of results.entries()) {
+      assert.ok(!("error" in r), "OpenClaw's derived error field is not an outcome");
+      if (hashOnGateway) assert.equal(r.result_hash, hashOutcome("exec", params, payloads[i].result).resultHash);
+      else assert.deepEqual(r.result, payloads[i].result);
+    }
+    if (hashOnGateway) assert.equal(new Set(results.map((r) => r.result_hash)).size, 3);
+  });
+
+  test(`${mode}: an exec printing an unknown-tool message names no missing tool`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    call(bridge, { params: { command: "echo Unknown tool: grep; exit 1" }, ...failedExec("Unknown tool: grep") });
+    const r = publisher.records[1].record;
+    assert.ok(!("unknown_tool_name" in r) && !("error" in r), JSON.stringify(outcomeOf(r)));
+  });
+
+  test(`${mode}: a thrown error is its whole message, not OpenClaw's first line`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    const message = "Unknown tool: browser.open\n    at plugin (e2e.mjs:1)";
+    call(bridge, { tool: "e2e_browser_open", params: { url: "u" }, ...thrownPayload(message) });
+    const r = publisher.records[1].record;
+    if (hashOnGateway) {
+      assert.equal(r.result_hash, "error:" + digest(message));
+      assert.equal(r.unknown_tool_name, "browser.open");
+    } else {
+      assert.equal(r.error, message);
+      assert.ok(!("result" in r));
+    }
+  });
+
+  test(`${mode}: calls that never reached OpenClaw's tool wrapper are not published (OpenClaw records nothing)`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    // A made-up tool name and an argument-validation failure: answered before the wrapper, so no
+    // before_tool_call, but after_tool_call fires.
+    const unwrapped = [
+      { toolName: "grep_all", params: { q: "x" }, ...thrownPayload("Tool grep_all not found") },
+      { toolName: "exec", params: { cmd: 1 }, ...thrownPayload("Validation failed for tool \"exec\":\n  - command: must have required property 'command'") },
+    ];
+    for (let i = 0; i < 10; i++) {
+      call(bridge, { id: `real-${i}`, params: { command: "ls" }, result: RESULT });
+      const { toolName, ...rest } = unwrapped[i % 2];
+      bridge.afterToolCall({ toolName, runId: "run-1", toolCallId: `bad-${i}`, ...rest }, { ...CTX, toolName, toolCallId: `bad-${i}` });
+    }
+    assert.deepEqual(new Set(publisher.records.map((r) => r.record.call_id)), new Set(Array.from({ length: 10 }, (_, i) => `real-${i}`)));
+    assert.equal(bridge.stats.unrecordedCalls, 10);
+    // A before_tool_call gate that crashed: OpenClaw keeps the call pending, without an outcome.
+    call(bridge, { id: "gate", params: { command: "ls" }, ...thrownPayload("Tool call blocked because before_tool_call hook failed") });
+    assert.deepEqual(publisher.records.at(-1).record.type, "tool_call");
+  });
+
+  test(`${mode}: the tool_result carries the arguments that ran (OpenClaw records the outcome against them)`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    bridge.beforeToolCall({ toolName: "process", params: { action: "poll", sessionId: "a" }, runId: "run-1", toolCallId: "p1" }, CTX);
+    bridge.afterToolCall({ toolName: "process", params: { action: "poll", sessionId: "b" }, runId: "run-1", toolCallId: "p1", result: RESULT }, CTX);
+    const [c, r] = publisher.records.map((x) => x.record);
+    if (hashOnGateway) {
+      assert.equal(c.args_hash, digest({ action: "poll", sessionId: "a" }));
+      assert.equal(r.args_hash, digest({ action: "poll", sessionId: "b" }));
+      assert.equal(r.poll_action, "poll");
+    } else {
+      assert.deepEqual(r.args, { action: "poll", sessionId: "b" });
+    }
+  });
+}
+
 test("raw mode sends args, result and error as they are", () => {
   const { publisher, bridge } = setup({ hashOnGateway: false });
   call(bridge, { result: RESULT });
@@ -133,15 +215,17 @@ test("OpenClaw's own loop veto: its tool_call is published from after_tool_call,
 
 test("an absent result publishes no tool_result; a plugin veto is hashed", () => {
   const { publisher, bridge } = setup();
-  bridge.afterToolCall({ toolName: "exec", params: { command: "ls" }, toolCallId: "c10" }, CTX);
-  assert.equal(publisher.records.length, 0);
+  call(bridge, { id: "c10" });
+  assert.deepEqual(publisher.records.map((r) => r.record.type), ["tool_call"]);
   assert.equal(bridge.stats.skippedNoOutcome, 1);
-  // A plugin veto is hashed (repeated identical denials escalate).
-  bridge.afterToolCall(
-    { toolName: "exec", params: {}, toolCallId: "c11", result: { content: [], details: { status: "blocked", deniedReason: "plugin-before-tool-call" } } },
-    CTX,
-  );
-  assert.equal(publisher.records.length, 1);
+  // A plugin veto is hashed (repeated identical denials escalate), also when another plugin's
+  // before_tool_call blocked first and ours never ran: OpenClaw recorded that call.
+  const blocked = { content: [], details: { status: "blocked", deniedReason: "plugin-before-tool-call" } };
+  call(bridge, { id: "c11", params: {}, result: blocked });
+  bridge.afterToolCall({ toolName: "exec", params: {}, runId: "run-1", toolCallId: "c12", result: blocked }, CTX);
+  const records = publisher.records.slice(1).map((r) => r.record);
+  assert.deepEqual(records.map((r) => [r.type, r.call_id]), [["tool_call", "c11"], ["tool_result", "c11"], ["tool_call", "c12"], ["tool_result", "c12"]]);
+  assert.equal(records[3].result_hash, hashOutcome("exec", {}, blocked).resultHash);
 });
 
 test("scope key: trimmed run id, else the session id; agent defaults to main", () => {
