@@ -683,6 +683,8 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
         None,
     ),
     ("send error", "sessions_send", {}, MISSING, "Unknown tool: sessions_send"),
+    ("error backtick-quoted unknown tool", "exec", {}, MISSING, "Unknown tool: `grep`"),
+    ("error backtick-quoted missing tool", "exec", {}, MISSING, "tool `grep` not found"),
 ]
 
 _PROVIDER_TOOLS: Final = tuple(sorted(PROVIDER_SEND_TOOLS))

@@ -25,9 +25,10 @@ export const VOLATILE_SEND_KEYS = new Set([
 const MAX_UNKNOWN_TOOL_NAME = 128;
 
 // JavaScript `\s` and the `i` flag without `u`: ASCII-only case folding, JS whitespace (Resolved point 4).
+// Straight quotes only, as OpenClaw 2026.7.35's own patterns.
 const UNKNOWN_TOOL_PATTERNS = [
-  /unknown tool[:\s]+["'`]?([a-z0-9_.-]+)/i,
-  /tool\s+["'`]?([a-z0-9_.-]+)["'`]?\s+(?:not found|is not available)/i,
+  /unknown tool[:\s]+["']?([a-z0-9_.-]+)/i,
+  /tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)/i,
 ];
 
 /** A JSON object (not null, not an array). */
