@@ -718,7 +718,8 @@ _SCOPES: Final[list[tuple[str | None, str]]] = [
 # OpenClaw 2026.7.35 hashes a thrown error by its message and a returned result by the normal rules, even a
 # result that looks like a failure; its after_tool_call payload then carries an ``error`` that it derives
 # itself (the first line of the failure's text, at most 400 characters). A thrown error reaches the hook as
-# the agent runtime's error result: the full message as the only text part, empty details.
+# the result its tool adapter builds around the message (``{status: "error", tool, error}`` as JSON text and
+# details), or as the agent runtime's error result (the message as the only text part, empty details).
 
 
 def _first_line(text: str) -> str:
@@ -727,7 +728,13 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 400 else line[:400] + "\u2026"
 
 
-def _thrown(message: str) -> tuple[dict[str, Any], Outcome]:
+def _thrown(tool: str, message: str) -> tuple[dict[str, Any], Outcome]:
+    payload = {"status": "error", "tool": tool, "error": message}
+    result = {"content": _text(json.dumps(payload, indent=2, ensure_ascii=False)), "details": payload}
+    return {"result": result, "error": _first_line(message)}, Outcome(error=message)
+
+
+def _thrown_by_runtime(message: str) -> tuple[dict[str, Any], Outcome]:
     hook = {"result": {"content": _text(message), "details": {}}, "error": _first_line(message)}
     return hook, Outcome(error=message)
 
@@ -747,12 +754,24 @@ def _failed_exec(output: str, exit_code: int = 1) -> dict[str, Any]:
 _LONG_LINE: Final = "E" * 450
 # (name, tool, args, (hook payload, the outcome OpenClaw's detector hashed))
 _HOOK_OUTCOMES: Final[list[tuple[str, str, Any, tuple[dict[str, Any], Outcome]]]] = [
-    ("thrown one line", "read", {"path": "/x"}, _thrown("ENOENT: no such file or directory, open '/x'")),
-    ("thrown multi-line keeps every line", "read", {}, _thrown("boom: first line\n    at step two\n  detail 3")),
-    ("thrown CRLF", "read", {}, _thrown("first\r\nsecond")),
-    ("thrown first line over 400 characters", "read", {}, _thrown(_LONG_LINE + "\nrest")),
-    ("thrown unknown tool", "e2e_browser_open", {"url": "u"}, _thrown("Unknown tool: browser.open")),
-    ("thrown tool not found", "exec", {}, _thrown("Tool grep_all not found")),
+    ("thrown one line", "read", {"path": "/x"}, _thrown("read", "ENOENT: no such file or directory, open '/x'")),
+    ("thrown multi-line keeps every line", "read", {}, _thrown("read", "boom: first line\n    at step two\n  3")),
+    ("thrown CRLF", "read", {}, _thrown("read", "first\r\nsecond")),
+    ("thrown first line over 400 characters", "read", {}, _thrown("read", _LONG_LINE + "\nrest")),
+    (
+        "thrown unknown tool",
+        "e2e_browser_open",
+        {"url": "u"},
+        _thrown("e2e_browser_open", "Unknown tool: browser.open"),
+    ),
+    ("thrown tool not found", "exec", {}, _thrown("exec", "Tool grep_all not found")),
+    ("thrown, the runtime's error result", "read", {}, _thrown_by_runtime("Unknown tool: x.y\nsecond line")),
+    (
+        "returned error status naming another tool",
+        "web_fetch",
+        {},
+        _returned(_result("{}", {"status": "error", "tool": "exec", "error": "HTTP 500"}), "HTTP 500"),
+    ),
     (
         "thrown through the tool-search path",
         "web_fetch",

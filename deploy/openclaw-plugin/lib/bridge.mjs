@@ -238,7 +238,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
         // and hashes the block like any result.
         publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
       }
-      const outcome = hookOutcome(result, event?.error);
+      const outcome = hookOutcome(tool, result, event?.error);
       if (outcome.thrown === GATE_FAILURE_MESSAGE) {
         stats.unrecordedCalls++; // thrown by OpenClaw's wrapper before the tool ran: the record stays pending
         return;

@@ -219,26 +219,37 @@ function isEmptyObject(value) {
  *
  * The payload's `error` does not say which: OpenClaw also derives it from a returned result that looks like
  * a failure (non-zero exit code, an error status), as the first line of that result's text, at most 400
- * characters. A thrown error reaches the hook as the agent runtime's error result, whose only text is the
- * full thrown message and whose details are empty; the tool-search path builds
- * `{details: {status: "error", error: message}}` without content instead.
+ * characters. A thrown error reaches the hook in one of three shapes, each carrying the whole message:
+ * OpenClaw's tool adapter catches it outside the loop detector's wrapper and returns
+ * `{status: "error", tool, error: message}` as JSON text and details; the agent runtime's own error result
+ * has the message as its only text and empty details; the tool-search path has
+ * `{details: {status: "error", error: message}}` without content.
  */
-export function hookOutcome(result, error) {
+export function hookOutcome(tool, result, error) {
   if (error === undefined || error === null) return result === undefined ? {} : { result };
   if (isObject(result)) {
-    const content = result.content;
-    if (isEmptyObject(result.details) && Array.isArray(content) && content.length === 1 &&
-        isObject(content[0]) && content[0].type === "text" && typeof content[0].text === "string") {
-      return { thrown: content[0].text };
-    }
-    const details = result.details;
-    if (!("content" in result) && isObject(details) && details.status === "error" && typeof details.error === "string") {
-      return { thrown: details.error };
-    }
-    return { result };
+    const thrown = thrownMessage(tool, result);
+    return thrown !== null ? { thrown } : { result };
   }
   if (result !== undefined) return { result };
   return { thrown: errorMessage(error) }; // no result at all: the error is all there is
+}
+
+function singleText(content) {
+  return Array.isArray(content) && content.length === 1 && isObject(content[0]) &&
+    content[0].type === "text" && typeof content[0].text === "string" ? content[0].text : null;
+}
+
+/** The thrown message a failed call's result carries, or null for a result the tool returned. */
+function thrownMessage(tool, result) {
+  const details = result.details;
+  const text = singleText(result.content);
+  if (isEmptyObject(details)) return text;
+  if (!isObject(details) || details.status !== "error" || typeof details.error !== "string") return null;
+  const keys = Object.keys(details);
+  if (keys.length === 3 && details.tool === tool && text !== null) return details.error; // the tool adapter
+  if (!("content" in result)) return details.error; // the tool-search path
+  return null;
 }
 
 /** Whether a result is a plugin's before_tool_call block (OpenClaw records it like any result). */

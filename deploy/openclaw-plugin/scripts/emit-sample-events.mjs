@@ -26,6 +26,7 @@ const CALLS = [
   // As OpenClaw 2026.7.35 delivers failures: a thrown error as the runtime's error result (+ its first line),
   // a returned failure with the error OpenClaw derived from it, and a made-up tool name (no before_tool_call).
   { tool: "read", params: { path: "/x" }, result: { content: text("EACCES: denied\n    at open"), details: {} }, error: "EACCES: denied" },
+  { tool: "web_fetch", params: { url: "https://y" }, result: { content: text('{\n  "status": "error",\n  "tool": "web_fetch",\n  "error": "Unknown tool: fetcher\\nretry later"\n}'), details: { status: "error", tool: "web_fetch", error: "Unknown tool: fetcher\nretry later" } }, error: "Unknown tool: fetcher" },
   { tool: "exec", params: { command: "false" }, result: { content: text("fatal: no\nmore"), details: { status: "failed", exitCode: 1, aggregated: "fatal: no\nmore" } }, error: "fatal: no" },
   { tool: "grep_all", params: { q: 1 }, result: { content: text("Tool grep_all not found"), details: {} }, error: "Tool grep_all not found", unwrapped: true },
 ];

@@ -77,8 +77,14 @@ test("errors become error: hashes with the unknown tool name", () => {
   assert.equal(r.unknown_tool_name, "browser");
 });
 
-// What OpenClaw 2026.7.35 hands after_tool_call for a failed call (see lib/outcome.mjs hookOutcome).
-const thrownPayload = (message) => ({ result: { content: [{ type: "text", text: message }], details: {} }, error: message.trim().split(/\r?\n/)[0].trim() });
+// What OpenClaw 2026.7.35 hands after_tool_call for a failed call (see lib/outcome.mjs hookOutcome): a thrown
+// error as its tool adapter's error result, or (calls that never reached a tool) the agent runtime's.
+const firstLine = (message) => message.trim().split(/\r?\n/)[0].trim();
+const thrownPayload = (message) => ({ result: { content: [{ type: "text", text: message }], details: {} }, error: firstLine(message) });
+const adapterPayload = (tool, message) => {
+  const details = { status: "error", tool, error: message };
+  return { result: { content: [{ type: "text", text: JSON.stringify(details, null, 2) }], details }, error: firstLine(message) };
+};
 const failedExec = (output, exitCode = 1) => ({
   result: { content: [{ type: "text", text: output }], details: { status: exitCode ? "failed" : "completed", exitCode, aggregated: output, durationMs: 9 } },
   error: exitCode ? output.split("\n")[0] : undefined,
@@ -113,7 +119,9 @@ for (const hashOnGateway of [true, false]) {
   test(`${mode}: a thrown error is its whole message, not OpenClaw's first line`, () => {
     const { publisher, bridge } = setup({ hashOnGateway });
     const message = "Unknown tool: browser.open\n    at plugin (e2e.mjs:1)";
-    call(bridge, { tool: "e2e_browser_open", params: { url: "u" }, ...thrownPayload(message) });
+    call(bridge, { tool: "e2e_browser_open", params: { url: "u" }, ...adapterPayload("e2e_browser_open", message) });
+    call(bridge, { id: "c2", tool: "read", params: {}, ...thrownPayload(message) });
+    assert.deepEqual(publisher.records[3].record.error ?? publisher.records[3].record.result_hash, hashOnGateway ? "error:" + digest(message) : message);
     const r = publisher.records[1].record;
     if (hashOnGateway) {
       assert.equal(r.result_hash, "error:" + digest(message));

@@ -83,7 +83,7 @@ test("outcome hashes and unknown-tool names match for every rule", () => {
 test("after_tool_call payloads hash to what OpenClaw's detector recorded: thrown vs returned failures", () => {
   for (const v of vectors.hook_outcome) {
     const hook = decodeInput(v.hook);
-    const outcome = hookOutcome(hook.result, hook.error);
+    const outcome = hookOutcome(v.tool, hook.result, hook.error);
     const got = hashOutcome(v.tool, decodeInput(v.args), outcome.result, outcome.thrown);
     assert.deepEqual(
       { resultHash: got.resultHash, unknownToolName: got.unknownToolName },
