@@ -8,7 +8,8 @@ import { randomBytes } from "node:crypto";
 import { appendNotes, BoundedMap } from "./enforcer.mjs";
 import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
 import {
-  argsDigest, callSignature, GATE_FAILURE_MESSAGE, hashOutcome, hookOutcome, isLoopVeto, isPluginBlock, processAction,
+  argsDigest, callSignature, GATE_FAILURE_MESSAGE, hashOutcome, hookOutcome, isLoopVeto, isObject, isPluginBlock,
+  processAction,
 } from "./outcome.mjs";
 
 /** Event ids unique per gateway: a random boot id (new on every process start) and a counter. */
@@ -17,6 +18,9 @@ export function eventIdFactory() {
   let counter = 0;
   return () => boot + "-" + (++counter).toString(36);
 }
+
+const OPEN = 1;
+const RESULT_SENT = 2;
 
 function str(value) {
   return typeof value === "string" && value !== "" ? value : undefined;
@@ -36,12 +40,15 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   // "k:"+sessionKey / "s:"+sessionId -> the session's latest run id. Never cleared at agent_end: that hook
   // fires per attempt, and a compaction retry continues the same run after it (observed on 2026.7.35).
   const currentRun = new BoundedMap(8192);
-  const openCalls = new BoundedMap(8192); // scope key + NUL + call id of each tool_call published from before_tool_call
+  // scope key + NUL + call id of each tool_call published from before_tool_call -> OPEN, or RESULT_SENT once the
+  // tool-result middleware published its tool_result (after_tool_call then has nothing left to do).
+  const openCalls = new BoundedMap(8192);
   const seenBefore = new WeakMap(); // params object -> {identity, result}: one publish per dispatch even if
   const seenAfter = new WeakMap(); //   register() ran twice and both registrations' hooks fire (identity =
   //                                     scope key + call id, so a reused params object in another call counts)
   const seenCompactions = new BoundedMap(256);
-  const callScope = new BoundedMap(8192); // tool call id -> scope key (enforce: the middleware has no run id)
+  // tool call id -> {key, ctx, sessionId, runId} of a published tool_call: the middleware has no run id.
+  const callScope = new BoundedMap(8192);
   const stats = {
     toolCalls: 0,
     toolResults: 0,
@@ -53,6 +60,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     compactionsIgnored: 0,
     duplicateDispatches: 0,
     unrecordedCalls: 0,
+    resultsFromMiddleware: 0,
     oversized: 0,
     hookErrors: 0,
     blocked: 0,
@@ -146,7 +154,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     };
     emit(key, record, rehash);
     stats.toolCalls++;
-    if (callId !== null && enforce) callScope.set(callId, key);
+    if (callId !== null) callScope.set(callId, { key, ctx, sessionId, runId });
     return { record, argsHash };
   }
 
@@ -174,7 +182,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       }
       noteRun(ctx?.sessionKey, ctx?.sessionId, runId);
       const { record, argsHash } = publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
-      if (callId !== null) openCalls.set(identity, true);
+      if (callId !== null) openCalls.set(identity, OPEN);
       let result;
       if (enforce) {
         const signature = callSignature(tool, argsHash);
@@ -215,8 +223,10 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       }
       // Whether this call's before_tool_call ran (and published its tool_call).
       const identity = key + "\u0000" + callId;
-      const published = callId !== null && openCalls.has(identity);
+      const state = callId !== null ? openCalls.get(identity) : undefined;
+      const published = state !== undefined;
       if (published) openCalls.delete(identity);
+      if (state === RESULT_SENT) return; // the tool-result middleware already published the outcome
       const result = event?.result;
       if (isLoopVeto(result)) {
         // OpenClaw's own detector vetoed this call, so before_tool_call never ran for it: publish its
@@ -327,13 +337,46 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     }
   }
 
+  /**
+   * Publish a call's tool_result from the tool-result middleware, which OpenClaw runs as soon as the tool
+   * returned: before after_tool_call, which can lose the race with a post-compaction guard abort, and on the
+   * result as the tool returned it (after_tool_call shows it redacted and truncated). Only for calls whose
+   * tool_call went out from before_tool_call; everything else is left to after_tool_call.
+   */
+  function publishFromMiddleware(event) {
+    const callId = str(event?.toolCallId);
+    const call = callId !== undefined ? callScope.get(callId) : undefined;
+    if (call === undefined) return;
+    const identity = call.key + "\u0000" + callId;
+    if (openCalls.get(identity) !== OPEN) return;
+    const tool = str(event?.toolName);
+    const result = event?.result;
+    if (!tool || isLoopVeto(result)) return;
+    openCalls.set(identity, RESULT_SENT);
+    // The agent runtime's isError, or an error status: as after_tool_call's `error`, only a hint (see hookOutcome).
+    const failed = event?.isError === true || (isObject(result?.details) && result.details.status === "error");
+    const outcome = hookOutcome(tool, result, failed ? true : undefined);
+    if (outcome.thrown === GATE_FAILURE_MESSAGE) {
+      stats.unrecordedCalls++;
+      return;
+    }
+    if (outcome.thrown === undefined && outcome.result === undefined) {
+      stats.skippedNoOutcome++;
+      return;
+    }
+    publishResult(call.ctx, event?.args, callId, call.sessionId, call.runId, call.key, tool, outcome);
+    stats.toolResults++;
+    stats.resultsFromMiddleware++;
+  }
+
   function toolResultMiddleware(event, ctx) {
     try {
       stats.middlewareCalls++;
+      publishFromMiddleware(event);
       if (!enforce) return undefined;
       // The middleware context carries only {runtime} on OpenClaw 2026.7.35: find the run by tool call id.
       const callId = str(event?.toolCallId);
-      let key = callId !== undefined ? callScope.get(callId) : undefined;
+      let key = callId !== undefined ? callScope.get(callId)?.key : undefined;
       if (key === undefined) {
         const sessionId = sessionIdOf(ctx);
         const runId = str(ctx?.runId) ?? runFor(ctx?.sessionKey, ctx?.sessionId);

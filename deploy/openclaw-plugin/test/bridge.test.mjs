@@ -167,6 +167,71 @@ for (const hashOnGateway of [true, false]) {
   });
 }
 
+// The tool-result middleware's event, as OpenClaw 2026.7.35 passes it (the context has only {runtime}).
+const middlewareEvent = (tool, id, args, payload, isError = false) => ({ toolCallId: id, toolName: tool, args, isError, result: payload.result });
+
+for (const hashOnGateway of [true, false]) {
+  const mode = hashOnGateway ? "hashed" : "raw";
+
+  test(`${mode}: the middleware publishes the outcome first; after_tool_call then publishes nothing more`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    const params = { command: "echo guard-same" };
+    bridge.beforeToolCall({ toolName: "exec", params, runId: "run-1", toolCallId: "g3" }, CTX);
+    // The raw result as the tool returned it (after_tool_call would show it sanitised).
+    assert.equal(bridge.toolResultMiddleware(middlewareEvent("exec", "g3", params, { result: RESULT }), { runtime: "openclaw" }), undefined);
+    assert.deepEqual(publisher.records.map((r) => r.record.type), ["tool_call", "tool_result"]);
+    const r = publisher.records[1].record;
+    assert.equal(r.run_id, "run-1");
+    assert.equal(r.agent_id, "ops");
+    assert.equal(r.session_id, "sess-1");
+    if (hashOnGateway) assert.equal(r.result_hash, hashOutcome("exec", params, RESULT).resultHash);
+    else assert.deepEqual(r.result, RESULT);
+    // The guard abort may keep after_tool_call from ever coming; when it does come, nothing is repeated.
+    bridge.afterToolCall({ toolName: "exec", params, runId: "run-1", toolCallId: "g3", result: RESULT }, CTX);
+    bridge.toolResultMiddleware(middlewareEvent("exec", "g3", params, { result: RESULT }), { runtime: "openclaw" });
+    assert.equal(publisher.records.length, 2);
+    assert.equal(bridge.stats.resultsFromMiddleware, 1);
+  });
+
+  test(`${mode}: the middleware tells thrown errors from returned failures like after_tool_call`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    const message = "Unknown tool: browser.open\nattempt 2";
+    const cases = [
+      ["t1", "e2e_browser_open", adapterPayload("e2e_browser_open", message), false, { thrown: message }],
+      ["t2", "read", thrownPayload(message), true, { thrown: message }],
+      ["t3", "read", thrownPayload(message), false, { result: thrownPayload(message).result }],
+      ["t4", "exec", failedExec("Unknown tool: grep"), false, { result: failedExec("Unknown tool: grep").result }],
+    ];
+    for (const [id, tool, payload, isError] of cases) {
+      bridge.beforeToolCall({ toolName: tool, params: {}, runId: "run-1", toolCallId: id }, CTX);
+      bridge.toolResultMiddleware(middlewareEvent(tool, id, {}, payload, isError), { runtime: "openclaw" });
+    }
+    const results = publisher.records.filter((x) => x.record.type === "tool_result").map((x) => x.record);
+    cases.forEach(([id, tool, , , want], i) => {
+      const r = results[i];
+      assert.equal(r.call_id, id);
+      if (hashOnGateway) {
+        assert.equal(r.result_hash, hashOutcome(tool, {}, want.result, want.thrown).resultHash, id);
+      } else if (want.thrown !== undefined) {
+        assert.equal(r.error, want.thrown, id);
+      } else {
+        assert.deepEqual(r.result, want.result, id);
+      }
+    });
+    if (hashOnGateway) assert.deepEqual(results.map((r) => r.unknown_tool_name), ["browser.open", "browser.open", undefined, undefined]);
+  });
+
+  test(`${mode}: the middleware leaves calls it cannot place to after_tool_call`, () => {
+    const { publisher, bridge } = setup({ hashOnGateway });
+    // No before_tool_call (a veto, another plugin's block): no scope for the middleware.
+    const veto = { content: [{ type: "text", text: "CRITICAL" }], details: { status: "blocked", deniedReason: "tool-loop" } };
+    bridge.toolResultMiddleware(middlewareEvent("exec", "v1", {}, { result: veto }), { runtime: "openclaw" });
+    assert.equal(publisher.records.length, 0);
+    bridge.afterToolCall({ toolName: "exec", params: {}, runId: "run-1", toolCallId: "v1", result: veto }, CTX);
+    assert.deepEqual(publisher.records.map((r) => r.record.type), ["tool_call"]);
+  });
+}
+
 test("raw mode sends args, result and error as they are", () => {
   const { publisher, bridge } = setup({ hashOnGateway: false });
   call(bridge, { result: RESULT });
@@ -367,7 +432,7 @@ test("enforce: a warning verdict becomes a note on the run's next tool result, o
   assert.ok(bridge.toolResultMiddleware({ result: RESULT }, { runtime: "openclaw", sessionKey: CTX.sessionKey, sessionId: "sess-1" }));
 });
 
-test("without enforce nothing is ever blocked and the middleware is inert", () => {
+test("without enforce nothing is ever blocked and the middleware changes no result", () => {
   const { bridge } = setup();
   assert.equal(call(bridge, { result: RESULT }), undefined);
   assert.equal(bridge.toolResultMiddleware({ result: RESULT }, { sessionId: "sess-1", runId: "run-1" }), undefined);
