@@ -465,7 +465,7 @@ test("register(): hooks in every mode but cli-metadata/setup-only, one module-gl
   const ev = { toolName: "exec", params: { command: "ls" }, runId: "r1", toolCallId: "c1" };
   const started = process.hrtime.bigint();
   for (const r of before) assert.equal(r.handler(ev, { sessionId: "s1", runId: "r1" }), undefined);
-  assert.ok(Number(process.hrtime.bigint() - started) / 1e6 < 50);
+  assert.ok(Number(process.hrtime.bigint() - started) / 1e6 < 250, "hooks never wait on Kafka (a connect attempt takes seconds)");
   const stats = bridgeStats();
   assert.equal(stats.bridge.toolCalls, 1);
   assert.equal(stats.bridge.duplicateDispatches, 1);
