@@ -523,10 +523,13 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
     stray = {call_id: d for call_id, d in loopwatch.items() if call_id not in all_ids}
     table += [Row("(no such call)", 0, "?", call_id, [], d, False) for call_id, d in stray.items()]
     text = comparison_table(mode, table)
-    seen_by_middleware = sum(1 for call_id in guard_races if call_id in middleware_seen)
+    # The call each guard abort ended on, and whether its after_tool_call lost the race with the abort.
+    tripping = [call_id for call_id, ds in openclaw.items() if any(d[0] == "abort" for d in ds)]
+    raced = [call_id for call_id in tripping if call_id not in results_seen]
     text += (
-        f"guard aborts: {GUARD_RUNS} runs, {len(guard_races)} outraced after_tool_call "
-        f"(the tool-result middleware saw {seen_by_middleware} of those)\n"
+        f"guard aborts: {len(tripping)}; after_tool_call lost the race in {len(raced)} "
+        f"(the tool-result middleware saw {sum(1 for c in raced if c in middleware_seen)} of those, "
+        f"loopwatch aborted on {sum(1 for c in raced if any(d[0] == 'abort' for d in loopwatch.get(c, [])))})\n"
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"compare-{mode}.txt").write_text(text, encoding="utf-8")

@@ -248,17 +248,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
         // and hashes the block like any result.
         publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
       }
-      const outcome = hookOutcome(tool, result, event?.error);
-      if (outcome.thrown === GATE_FAILURE_MESSAGE) {
-        stats.unrecordedCalls++; // thrown by OpenClaw's wrapper before the tool ran: the record stays pending
-        return;
-      }
-      if (outcome.thrown === undefined && outcome.result === undefined) {
-        stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
-        return;
-      }
-      publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome);
-      stats.toolResults++;
+      publishResult(ctx, params, callId, sessionId, runId, key, tool, hookOutcome(tool, result, event?.error));
     } catch (err) {
       hookError("after_tool_call", err);
     }
@@ -269,8 +259,17 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
    * against the arguments it recorded that outcome with (after_tool_call's params, the ones that ran).
    * Raw mode sends the thrown message or the result itself, unless JSON cannot carry it (or the arguments)
    * faithfully; then the record is hashed whole, so the core never hashes a result without its arguments.
+   * Returns whether a record was published.
    */
   function publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome) {
+    if (outcome.thrown === GATE_FAILURE_MESSAGE) {
+      stats.unrecordedCalls++; // thrown by OpenClaw's wrapper before the tool ran: the record stays pending
+      return false;
+    }
+    if (outcome.thrown === undefined && outcome.result === undefined) {
+      stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
+      return false;
+    }
     const record = common("tool_result", ctx, sessionId, runId);
     record.tool = tool;
     record.call_id = callId;
@@ -294,6 +293,8 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       hashes(record);
     }
     emit(key, record, hashes);
+    stats.toolResults++;
+    return true;
   }
 
   function afterCompaction(event, ctx) {
@@ -356,17 +357,9 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     // The agent runtime's isError, or an error status: as after_tool_call's `error`, only a hint (see hookOutcome).
     const failed = event?.isError === true || (isObject(result?.details) && result.details.status === "error");
     const outcome = hookOutcome(tool, result, failed ? true : undefined);
-    if (outcome.thrown === GATE_FAILURE_MESSAGE) {
-      stats.unrecordedCalls++;
-      return;
+    if (publishResult(call.ctx, event?.args, callId, call.sessionId, call.runId, call.key, tool, outcome)) {
+      stats.resultsFromMiddleware++;
     }
-    if (outcome.thrown === undefined && outcome.result === undefined) {
-      stats.skippedNoOutcome++;
-      return;
-    }
-    publishResult(call.ctx, event?.args, callId, call.sessionId, call.runId, call.key, tool, outcome);
-    stats.toolResults++;
-    stats.resultsFromMiddleware++;
   }
 
   function toolResultMiddleware(event, ctx) {
