@@ -257,8 +257,9 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   /**
    * The tool_result of a finished call: the outcome OpenClaw's loop detector hashed (see hookOutcome),
    * against the arguments it recorded that outcome with (after_tool_call's params, the ones that ran).
-   * Raw mode sends the thrown message or the result itself, unless JSON cannot carry it (or the arguments)
-   * faithfully; then the record is hashed whole, so the core never hashes a result without its arguments.
+   * Raw mode sends the arguments and the thrown message or the result itself; an outcome JSON cannot carry
+   * faithfully goes as its hash, and arguments JSON cannot carry make the whole record hashed (the core
+   * never hashes a raw result without its arguments).
    * Returns whether a record was published.
    */
   function publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome) {
@@ -274,23 +275,25 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     record.tool = tool;
     record.call_id = callId;
     const thrown = outcome.thrown !== undefined;
+    const hashOutcomeOnto = (r) => {
+      const hashed = hashOutcome(tool, params, outcome.result, thrown ? outcome.thrown : undefined);
+      r.result_hash = hashed.resultHash;
+      if (hashed.unknownToolName !== null) r.unknown_tool_name = hashed.unknownToolName;
+    };
     const hashes = (r) => {
       delete r.args;
       delete r.result;
       delete r.error;
       hashArgs(r, tool, params, null);
-      const hashed = hashOutcome(tool, params, outcome.result, thrown ? outcome.thrown : undefined);
-      r.result_hash = hashed.resultHash;
-      if (hashed.unknownToolName !== null) r.unknown_tool_name = hashed.unknownToolName;
+      hashOutcomeOnto(r);
     };
-    const raw = !hashOnGateway && isJsonFaithful(params) &&
-      (thrown ? isJsonFaithful(outcome.thrown) : outcome.result !== null && isJsonFaithful(outcome.result));
-    if (raw) {
-      record.args = params;
-      if (thrown) record.error = outcome.thrown;
-      else record.result = outcome.result;
+    if (hashOnGateway || !isJsonFaithful(params)) {
+      hashes(record); // without raw arguments the core could not hash a raw result (polls, sends)
     } else {
-      hashes(record);
+      record.args = params;
+      if (thrown && isJsonFaithful(outcome.thrown)) record.error = outcome.thrown;
+      else if (!thrown && outcome.result !== null && isJsonFaithful(outcome.result)) record.result = outcome.result;
+      else hashOutcomeOnto(record);
     }
     emit(key, record, hashes);
     stats.toolResults++;

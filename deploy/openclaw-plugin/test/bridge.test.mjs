@@ -255,6 +255,13 @@ test("raw mode falls back to hashes for values JSON cannot carry faithfully", ()
   assert.equal(r.result_hash, hashOutcome("exec", params, result).resultHash);
   assert.deepEqual(c2.args, { a: 1 });
   assert.equal(r2.result_hash, digest(null), "a null result is hashed (JSON null would mean 'no outcome')");
+  // Faithful arguments stay raw next to an outcome JSON cannot carry (a poll's `exitCode: undefined`).
+  const poll = { content: [{ type: "text", text: "(no new output)" }], details: { status: "running", exitCode: undefined } };
+  call(bridge, { id: "call-3", tool: "process", params: { action: "poll", sessionId: "s" }, result: poll });
+  const r3 = publisher.records[5].record;
+  assert.deepEqual(r3.args, { action: "poll", sessionId: "s" });
+  assert.equal(r3.result_hash, hashOutcome("process", { action: "poll", sessionId: "s" }, poll).resultHash);
+  assert.ok(!("result" in r3) && !("args_hash" in r3));
 });
 
 test("raw payloads larger than maxEventBytes fall back to hashes", () => {
