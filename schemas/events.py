@@ -171,11 +171,21 @@ class EventBase(BaseModel):
         return self.gateway_id + "\x00" + self.event_id
 
 
+PollAction = Annotated[
+    Literal["poll", "log"],
+    Field(
+        description="With args_hash on a `process` call: its `action` when that is `poll` or `log`, so the "
+        "call is recognised as a known poll without raw arguments. Ignored with raw args and on other tools."
+    ),
+]
+
+
 class _ToolFields(EventBase):
     tool: NonEmptyStr
     call_id: str | None = None
     args: Any = None
     args_hash: ArgsHash | None = None
+    poll_action: PollAction | None = None
 
     @property
     def has_args(self) -> bool:

@@ -415,7 +415,9 @@ def explain_run(
         if tool_event.kind != "compaction_retry":
             sig = args_hash(tool_event.tool, tool_event.args, tool_event.args_hash)
             if tool_event.outcome is not None:
-                result_hash = hash_outcome(tool_event.tool, tool_event.args, tool_event.outcome)[0]
+                result_hash = hash_outcome(
+                    tool_event.tool, tool_event.args, tool_event.outcome, tool_event.poll_action
+                )[0]
         if tool_event.kind == "tool_call" and sig is not None:
             history = before.history if before is not None else ()
             pp = ping_pong(history, sig)

@@ -251,6 +251,7 @@ def to_tool_event(event: Event) -> ToolEvent:
         event.args_hash,
         _outcome(event),
         dedup_key,
+        event.poll_action,
     )
 
 

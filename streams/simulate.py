@@ -21,7 +21,6 @@ import orjson
 
 from streams.detection import MISSING, Outcome, digest, hash_outcome
 from streams.detection.outcome import process_action
-from streams.detection.sends import is_send_like
 
 BASE_TS_MS: Final = 1_767_225_600_000  # 2026-01-01T00:00:00Z: fixed, so output never depends on the clock
 RUNS_PER_GATEWAY: Final = 4  # concurrent runs per gateway: their events interleave
@@ -333,17 +332,18 @@ def _finish(rng: random.Random, tag: str, steps: list[Event]) -> list[Event]:
 def prehash(event: Event) -> Event:
     """Replace raw args and outcome by ``args_hash`` / ``result_hash`` as a privacy-minded gateway would.
 
-    Process poll/log calls and message sends stay raw: without raw arguments loopwatch cannot recognise them
-    (Resolved point 10), so a real gateway has to send those raw.
+    A process poll/log call also carries ``poll_action`` (the one fact about its arguments the poll detector
+    needs); a send's receipts are already stripped inside its outcome hash.
     """
     if event["type"] == "compaction_retry":
         return event
     tool: str = event["tool"]
     args = event["args"]
-    if process_action(tool, args) is not None or is_send_like(tool, args):
-        return event
     hashed = {k: v for k, v in event.items() if k not in ("args", "result", "error")}
     hashed["args_hash"] = digest(args)
+    action = process_action(tool, args)
+    if action is not None:
+        hashed["poll_action"] = action
     if "result" in event or "error" in event:
         outcome = Outcome(result=event.get("result", MISSING), error=event.get("error"))
         result_hash, unknown = hash_outcome(tool, args, outcome)

@@ -686,6 +686,8 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
         None,
     ),
     ("send error", "sessions_send", {}, MISSING, "Unknown tool: sessions_send"),
+    ("error backtick-quoted unknown tool", "exec", {}, MISSING, "Unknown tool: `grep`"),
+    ("error backtick-quoted missing tool", "exec", {}, MISSING, "tool `grep` not found"),
 ]
 
 _PROVIDER_TOOLS: Final = tuple(sorted(PROVIDER_SEND_TOOLS))
@@ -791,6 +793,139 @@ def gateway_outcome_2026_9(tool: str, args: Any, result: Any, error: str | None)
 
 
 # ---------------------------------------------------------------------------------------------------------
+# after_tool_call payloads: what the bridge is given for a finished call, and what the detector hashed.
+#
+# OpenClaw 2026.7.35 hashes a thrown error by its message and a returned result by the normal rules, even a
+# result that looks like a failure; its after_tool_call payload then carries an ``error`` that it derives
+# itself (the first line of the failure's text, at most 400 characters). A thrown error reaches the hook as
+# the result its tool adapter builds around the message (``{status: "error", tool, error}`` as JSON text and
+# details), or as the agent runtime's error result (the message as the only text part, empty details).
+
+
+def _first_line(text: str) -> str:
+    """OpenClaw's ``normalizeToolErrorText`` for the ASCII texts used here."""
+    line = js_trim(js_trim(text).replace("\r\n", "\n").split("\n")[0])
+    return line if len(line) <= 400 else line[:400] + "\u2026"
+
+
+def _thrown(tool: str, message: str) -> tuple[dict[str, Any], Outcome]:
+    payload = {"status": "error", "tool": tool, "error": message}
+    result = {"content": _text(json.dumps(payload, indent=2, ensure_ascii=False)), "details": payload}
+    return {"result": result, "error": _first_line(message)}, Outcome(error=message)
+
+
+def _thrown_by_runtime(message: str) -> tuple[dict[str, Any], Outcome]:
+    hook = {"result": {"content": _text(message), "details": {}}, "error": _first_line(message)}
+    return hook, Outcome(error=message)
+
+
+def _returned(result: dict[str, Any], error: str | None) -> tuple[dict[str, Any], Outcome]:
+    hook: dict[str, Any] = {"result": result}
+    if error is not None:
+        hook["error"] = error
+    return hook, Outcome(result=result)
+
+
+def _failed_exec(output: str, exit_code: int = 1) -> dict[str, Any]:
+    details = {"status": "failed" if exit_code else "completed", "exitCode": exit_code, "aggregated": output}
+    return _result(output, {**details, "durationMs": 12, "pid": 4242})
+
+
+_LONG_LINE: Final = "E" * 450
+# (name, tool, args, (hook payload, the outcome OpenClaw's detector hashed))
+_HOOK_OUTCOMES: Final[list[tuple[str, str, Any, tuple[dict[str, Any], Outcome]]]] = [
+    ("thrown one line", "read", {"path": "/x"}, _thrown("read", "ENOENT: no such file or directory, open '/x'")),
+    ("thrown multi-line keeps every line", "read", {}, _thrown("read", "boom: first line\n    at step two\n  3")),
+    ("thrown CRLF", "read", {}, _thrown("read", "first\r\nsecond")),
+    ("thrown first line over 400 characters", "read", {}, _thrown("read", _LONG_LINE + "\nrest")),
+    (
+        "thrown unknown tool",
+        "e2e_browser_open",
+        {"url": "u"},
+        _thrown("e2e_browser_open", "Unknown tool: browser.open"),
+    ),
+    ("thrown tool not found", "exec", {}, _thrown("exec", "Tool grep_all not found")),
+    ("thrown, the runtime's error result", "read", {}, _thrown_by_runtime("Unknown tool: x.y\nsecond line")),
+    (
+        "returned error status naming another tool",
+        "web_fetch",
+        {},
+        _returned(_result("{}", {"status": "error", "tool": "exec", "error": "HTTP 500"}), "HTTP 500"),
+    ),
+    (
+        "thrown through the tool-search path",
+        "web_fetch",
+        {},
+        (
+            {
+                "result": {"details": {"status": "error", "error": "fetch failed\ncause: ECONNREFUSED"}},
+                "error": "fetch failed",
+            },
+            Outcome(error="fetch failed\ncause: ECONNREFUSED"),
+        ),
+    ),
+    (
+        "returned exec failure",
+        "exec",
+        {"command": "git status"},
+        _returned(_failed_exec("fatal: not a git repository\nhint: run git init"), "fatal: not a git repository"),
+    ),
+    (
+        "returned exec failure, other output, same first line",
+        "exec",
+        {"command": "git status"},
+        _returned(_failed_exec("fatal: not a git repository\nhint: attempt 2"), "fatal: not a git repository"),
+    ),
+    (
+        "returned exec failure, other exit code",
+        "exec",
+        {"command": "git status"},
+        _returned(_failed_exec("fatal: not a git repository\nhint: run git init", 128), "fatal: not a git repository"),
+    ),
+    (
+        "returned exec printing an unknown-tool message",
+        "exec",
+        {"command": "x"},
+        _returned(_failed_exec("Unknown tool: grep"), "Unknown tool: grep"),
+    ),
+    (
+        "returned exec success printing an unknown-tool message",
+        "exec",
+        {"command": "x"},
+        _returned(_failed_exec("Unknown tool: grep", 0), None),
+    ),
+    (
+        "returned error status with content",
+        "web_fetch",
+        {},
+        _returned(_result("request failed", {"status": "error", "error": "HTTP 500"}), "HTTP 500"),
+    ),
+    (
+        "returned ok:false with empty details text",
+        "write",
+        {},
+        _returned(_result("not written", {"ok": False}), "not written"),
+    ),
+    (
+        "returned process poll failure",
+        "process",
+        {"action": "poll", "sessionId": "bg"},
+        _returned(_result("exited 2", {"status": "failed", "exitCode": 2, "aggregated": "oops"}), "oops"),
+    ),
+    ("returned empty details without error", "read", {}, _returned(_result("plain", {}), None)),
+    (
+        "plugin block",
+        "exec",
+        {},
+        _returned(
+            _result("policy", {"status": "blocked", "deniedReason": "plugin-before-tool-call", "reason": "policy"}),
+            "policy",
+        ),
+    ),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The vectors.
 
 
@@ -846,6 +981,19 @@ def build_vectors() -> dict[str, Any]:
         if error is not None:
             vector["error"] = error
         outcome_2026_9.append({**vector, **gateway_outcome_2026_9(tool, args, result, error)})
+    hook_vectors = []
+    for name, tool, args, (hook, truth) in _HOOK_OUTCOMES:
+        result_hash, unknown = hash_outcome(tool, args, truth)
+        hook_vectors.append(
+            {
+                "name": name,
+                "tool": tool,
+                "args": encode_input(args),
+                "hook": encode_input(hook),
+                "result_hash": result_hash,
+                "unknown_tool_name": unknown,
+            }
+        )
     unknown_vectors = [
         {"message": error, "name": unknown_tool_name(error)} for _, _, _, _, error in _OUTCOMES if error is not None
     ]
@@ -867,12 +1015,15 @@ def build_vectors() -> dict[str, Any]:
                 "scope_key: run_id null means absent.",
                 "outcome_2026_9: the same inputs (plus 2026.9-only cases) hashed by the openclaw-2026.9 rules "
                 "(lib/outcome2026_9.mjs); failure_hash null and no_progress/veto false when they do not apply.",
+                "hook_outcome: 'hook' is the {result, error} of an after_tool_call payload as OpenClaw 2026.7.35 "
+                "delivers it; result_hash / unknown_tool_name are what its loop detector recorded for that call.",
             ],
         },
         "canonical": canonical_vectors,
         "args_hash": args_vectors,
         "outcome": outcome_vectors,
         "outcome_2026_9": outcome_2026_9,
+        "hook_outcome": hook_vectors,
         "unknown_tool": unknown_vectors,
         "js_trim": [{"input": text, "trimmed": js_trim(text)} for text in _TRIMS],
         "scope_key": [

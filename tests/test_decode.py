@@ -230,6 +230,17 @@ def test_args_null_and_hashed_args() -> None:
     assert hashed.args is MISSING and hashed.args_hash == H
 
 
+def test_poll_action_reaches_the_core_and_only_poll_or_log_is_valid() -> None:
+    for kind in ("tool_call", "tool_result"):
+        fields = {"type": kind, "tool": "process", "args": ..., "args_hash": H, "poll_action": "log"}
+        if kind == "tool_result":
+            fields["result_hash"] = H
+        assert to_tool_event(decode_event(raw(**fields))).poll_action == "log"
+    assert to_tool_event(decode_event(raw())).poll_action is None
+    reason, detail = reason_of(raw(tool="process", args=..., args_hash=H, poll_action="list"))
+    assert reason == "schema_invalid" and detail.startswith("poll_action:")
+
+
 @pytest.mark.parametrize(
     ("fields", "outcome"),
     [

@@ -115,16 +115,17 @@ export function register(api) {
   on(api, "model_call_started", (event, ctx) => live()?.modelCallStarted(event, ctx));
   on(api, "gateway_start", () => ensureConsumer());
   on(api, "gateway_stop", () => stop());
-  if (runtime.cfg.enforce) {
-    if (typeof api.registerAgentToolResultMiddleware === "function") {
-      try {
-        api.registerAgentToolResultMiddleware((event, ctx) => live()?.toolResultMiddleware(event, ctx), { runtimes: ["openclaw"] });
-      } catch (err) {
-        api.logger?.warn?.(`loopwatch-bridge: warning notes disabled (tool-result middleware refused: ${err?.message ?? err})`);
-      }
-    } else {
-      api.logger?.warn?.("loopwatch-bridge: this OpenClaw has no tool-result middleware; warning notes are disabled");
+  // The tool-result middleware sees each outcome first (see createBridge's publishFromMiddleware) and, with
+  // enforce, appends warning notes.
+  const notes = runtime.cfg.enforce ? "; warning notes are disabled" : "";
+  if (typeof api.registerAgentToolResultMiddleware === "function") {
+    try {
+      api.registerAgentToolResultMiddleware((event, ctx) => live()?.toolResultMiddleware(event, ctx), { runtimes: ["openclaw"] });
+    } catch (err) {
+      api.logger?.warn?.(`loopwatch-bridge: tool-result middleware refused (${err?.message ?? err}): outcomes from after_tool_call only${notes}`);
     }
+  } else {
+    api.logger?.warn?.(`loopwatch-bridge: this OpenClaw has no tool-result middleware: outcomes from after_tool_call only${notes}`);
   }
 }
 

@@ -45,7 +45,7 @@ def _tool_call(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) 
     buckets = st.buckets
     decisions: list[Decision] = []
     if config.enabled:
-        finding = detect(history, tool, sig, is_known_poll(tool, event.args), config)
+        finding = detect(history, tool, sig, is_known_poll(tool, event.args, event.poll_action), config)
         if finding is not None:
             if finding.critical:
                 blocked = st.blocked
@@ -58,7 +58,7 @@ def _tool_call(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) 
         history = trim((*history, CallRecord(tool, sig, None, event.call_id)), config.history_size)
     guard = st.guard
     if event.outcome is not None:
-        result, unknown = hash_outcome(tool, event.args, event.outcome)
+        result, unknown = hash_outcome(tool, event.args, event.outcome, event.poll_action)
         if result is not None:
             history = record_outcome(history, tool, sig, event.call_id, result, unknown, config.history_size)
             guard = _observe(guard, event, sig, result, decisions)
@@ -70,7 +70,7 @@ def _tool_result(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes
     if call_id is not None and st.blocked and ring_contains(st.blocked, short_digest(call_id)):
         return RunState(st.history, st.buckets, st.blocked, st.guard, seen), []  # Resolved point 11
     tool = event.tool
-    result, unknown = hash_outcome(tool, event.args, event.outcome)
+    result, unknown = hash_outcome(tool, event.args, event.outcome, event.poll_action)
     if result is None:
         return RunState(st.history, st.buckets, st.blocked, st.guard, seen), []
     sig = args_hash(tool, event.args, event.args_hash)

@@ -24,20 +24,30 @@ def args_hash(tool: str, args: Any = MISSING, args_hash: str | None = None) -> s
     return tool + ":" + (args_hash if args_hash is not None else digest(args))
 
 
-def process_action(tool: str, args: Any) -> str | None:
-    """``poll`` or ``log`` for a ``process`` call with raw object args asking for that action, else None."""
-    if tool != "process" or not isinstance(args, dict):
+def process_action(tool: str, args: Any, poll_action: str | None = None) -> str | None:
+    """``poll`` or ``log`` for a ``process`` call asking for that action, else None.
+
+    Raw object args speak for themselves; pre-hashed args (``args`` is ``MISSING``) rely on the gateway's
+    ``poll_action`` hint, the one fact about the arguments the poll detector and the poll outcome need.
+    """
+    if tool != "process":
+        return None
+    if args is MISSING:
+        return poll_action if poll_action in _POLL_ACTIONS else None
+    if not isinstance(args, dict):
         return None
     action = args.get("action")
     return action if type(action) is str and action in _POLL_ACTIONS else None
 
 
-def is_known_poll(tool: str, args: Any = MISSING) -> bool:
+def is_known_poll(tool: str, args: Any = MISSING, poll_action: str | None = None) -> bool:
     """§4.0 knownPollTool: ``command_status`` with any args (even pre-hashed), ``process`` poll/log."""
-    return tool == "command_status" or process_action(tool, args) is not None
+    return tool == "command_status" or process_action(tool, args, poll_action) is not None
 
 
-def hash_outcome(tool: str, args: Any, outcome: Outcome | None) -> tuple[str | None, str | None]:
+def hash_outcome(
+    tool: str, args: Any, outcome: Outcome | None, poll_action: str | None = None
+) -> tuple[str | None, str | None]:
     """``(result_hash, unknown_tool_name)`` of an outcome; ``(None, None)`` when it has no hash.
 
     Precedence (Resolved point 9): ``error``, then a non-null ``result``, then the gateway's ``result_hash``.
@@ -49,7 +59,7 @@ def hash_outcome(tool: str, args: Any, outcome: Outcome | None) -> tuple[str | N
         return "error:" + digest(error), unknown_tool_name(error)
     result = outcome.result
     if result is not MISSING and result is not None:
-        return hash_result(tool, args, result), None
+        return hash_result(tool, args, result, poll_action), None
     if outcome.result_hash is not None:
         return outcome.result_hash, outcome.unknown_tool_name
     return None, None
@@ -69,7 +79,7 @@ def content_text(content: Any) -> str:
     return js_trim(parts[0] if len(parts) == 1 else "\n".join(parts))
 
 
-def hash_result(tool: str, args: Any, result: Any) -> str | None:
+def hash_result(tool: str, args: Any, result: Any, poll_action: str | None = None) -> str | None:
     """Hash of a successful tool result (§6 rules 2-8); None for a loop veto."""
     if not isinstance(result, dict):
         return digest(result)
@@ -85,7 +95,7 @@ def hash_result(tool: str, args: Any, result: Any) -> str | None:
             if exec_hash is not None:
                 return exec_hash
     elif tool == "process":
-        action = process_action(tool, args)
+        action = process_action(tool, args, poll_action)
         if action is not None:
             return digest(_process_shape(action, status, details, text))
     if is_send_like(tool, args):

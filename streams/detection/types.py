@@ -68,7 +68,8 @@ class ToolEvent:
     """One event of a run, already validated. ``scope`` is the scope key (trimmed run id, else session id).
 
     For tool events, ``args`` is the raw JSON value (``MISSING`` when only ``args_hash`` was sent) and
-    ``args_hash`` the gateway's hex digest (``None`` when raw args were sent). ``outcome`` is the inline
+    ``args_hash`` the gateway's hex digest (``None`` when raw args were sent), with ``poll_action`` when
+    the hashed call is a ``process`` poll/log. ``outcome`` is the inline
     outcome of a ``tool_call`` or the outcome of a ``tool_result``. ``dedup_key`` identifies the event for
     de-duplication (the last 256 keys of a scope are remembered; a repeat is ignored).
     """
@@ -81,6 +82,7 @@ class ToolEvent:
     args_hash: str | None = None
     outcome: Outcome | None = None
     dedup_key: str | None = None  # gateway_id + "\x00" + event_id; a repeated key is ignored
+    poll_action: str | None = None  # with args_hash: the gateway's "poll"/"log" hint for a process call
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Final
 from streams.detection.canonical import JS_WHITESPACE, sha256_hex
 
 _WS: Final = "[" + JS_WHITESPACE + "]"
-_QUOTE: Final = "[\"'`]?"
+_QUOTE: Final = "[\"']?"  # straight quotes only: OpenClaw 2026.7.35 does not strip backticks
 _NAME: Final = "([a-z0-9_.-]+)"
 _FLAGS: Final = re.ASCII | re.IGNORECASE
 # Names travel in state, warning keys and verdict messages; a hostile megabyte-long "name" must not.

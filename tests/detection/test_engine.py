@@ -6,7 +6,17 @@ import copy
 
 import pytest
 
-from streams.detection import Decision, LoopConfig, Outcome, RunState, ToolEvent, apply, args_hash
+from streams.detection import (
+    MISSING,
+    Decision,
+    LoopConfig,
+    Outcome,
+    RunState,
+    ToolEvent,
+    apply,
+    args_hash,
+    hash_outcome,
+)
 from streams.detection.records import CallRecord
 from streams.detection.state import DEDUP_CAPACITY, MAX_WARNING_KEYS
 from tests.detection.support import call, compaction, text_result, tool_result
@@ -205,6 +215,76 @@ def test_poll_detector_fields() -> None:
     assert "polling loop" in first.message and first.message.startswith("WARNING:")
     assert (last.decision, last.count, last.threshold) == ("block", 20, 20)
     assert "polling loop" in last.message
+
+
+def _hashed_poll(i: int, args: dict[str, object], result: object, poll_action: str | None) -> ToolEvent:
+    """A ``process`` call as a hashing gateway sends it: args and outcome digests plus the action hint."""
+    sig = args_hash("process", args)
+    result_hash, _ = hash_outcome("process", args, Outcome(result=result))
+    return ToolEvent(
+        kind="tool_call",
+        scope="r",
+        tool="process",
+        call_id=f"c{i}",
+        args_hash=sig[len("process:") :],
+        outcome=Outcome(result_hash=result_hash),
+        poll_action=poll_action,
+    )
+
+
+@pytest.mark.parametrize("action", ["poll", "log"])
+def test_hashed_process_polls_are_known_polls_through_poll_action(action: str) -> None:
+    args = {"action": action, "sessionId": "bg-1"}
+    quiet = text_result("(no new output)", status="running")
+    hashed = [_hashed_poll(i, args, quiet, action) for i in range(21)]
+    raw = [call("process", args, result=quiet, call_id=f"c{i}", scope="r") for i in range(21)]
+    want = [(10, "warning", "known_poll_no_progress", 10), (20, "block", "known_poll_no_progress", 20)]
+    for events in (hashed, raw):
+        _, got = feed(events)
+        assert [(i, d.decision, d.detector, d.count) for i, d in got if d.published] == want
+
+
+def test_a_progressing_hashed_poll_gets_no_generic_warning() -> None:
+    args = {"action": "poll", "sessionId": "bg-1"}
+    events = [_hashed_poll(i, args, text_result(f"line {i}", status="running"), "poll") for i in range(25)]
+    _, got = feed(events)
+    assert got == []  # OpenClaw: poll tools never get generic warnings (edge case 7)
+    _, without_hint = feed([_hashed_poll(i, args, text_result(f"line {i}"), None) for i in range(25)])
+    assert {d.detector for _, d in without_hint} == {"generic_repeat"}  # what a hint-less gateway gets
+
+
+def test_poll_action_is_ignored_with_raw_args_and_on_other_tools() -> None:
+    same = text_result("x", status="running")
+    raw_list = [
+        ToolEvent(
+            kind="tool_call",
+            scope="r",
+            tool="process",
+            call_id=f"c{i}",
+            args={"action": "list"},
+            outcome=Outcome(result=same),
+            poll_action="poll",
+        )
+        for i in range(11)
+    ]
+    _, got = feed(raw_list)
+    assert [d.detector for _, d in got] == ["generic_repeat"]  # raw args say "list": not a poll
+    other = [_hashed_poll(i, {"action": "poll"}, same, "poll") for i in range(11)]
+    other = [ToolEvent(**{**_fields(e), "tool": "read"}) for e in other]
+    _, got = feed(other)
+    assert [d.detector for _, d in got] == ["generic_repeat"]
+
+
+def _fields(event: ToolEvent) -> dict[str, object]:
+    return {name: getattr(event, name) for name in ToolEvent.__slots__}
+
+
+def test_hashed_args_with_a_raw_poll_result_hash_like_raw_args() -> None:
+    args = {"action": "poll", "sessionId": "bg-1"}
+    result = text_result("(no new output)", status="running", pid=7)
+    raw, _ = hash_outcome("process", args, Outcome(result=result))
+    assert hash_outcome("process", MISSING, Outcome(result=result), "poll") == (raw, None)
+    assert hash_outcome("process", MISSING, Outcome(result=result)) != (raw, None)
 
 
 def test_ping_pong_fields_and_symmetric_key() -> None:

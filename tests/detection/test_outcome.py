@@ -316,7 +316,9 @@ def test_known_poll_tools() -> None:
         ('Unknown tool: "Browser_2"', "browser_2"),
         ("unknown tool   my-tool", "my-tool"),
         ("Error: UNKNOWN TOOL:x.y", "x.y"),
-        ("tool `browser` not found", "browser"),
+        ("tool `browser` not found", None),  # OpenClaw 2026.7.35 allows straight quotes only
+        ("Unknown tool: `browser`", None),
+        ("Unknown tool: 'browser'", "browser"),
         ("TOOL\u00a0exec\u2003NOT FOUND", "exec"),  # JavaScript \\s includes NBSP and EM SPACE
         ("the tool\ufeffexec\u3000not found", "exec"),
         ("tool\x85exec not found", None),  # U+0085 is not JavaScript whitespace

@@ -65,6 +65,12 @@ def test_both_modes_publish_the_same_event_sequence(lines: Lines) -> None:
     assert [scope_key(c) for c in compactions] == ["run-a", "run-b"]
 
 
+def test_calls_that_never_reached_openclaws_tool_wrapper_are_not_published(lines: Lines) -> None:
+    # The sample session's made-up tool name gets an after_tool_call but no before_tool_call.
+    tools = {json.loads(line["value"]).get("tool") for line in lines}
+    assert "grep_all" not in tools and {"read", "exec", "process"} <= tools
+
+
 def test_hash_mode_never_sends_raw_arguments_or_results(lines: Lines) -> None:
     for line in _by_mode(lines, "hash"):
         record = json.loads(line["value"])

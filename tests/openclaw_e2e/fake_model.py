@@ -28,6 +28,23 @@ def _exec(command: str) -> Step:
     return {"tool": "exec", "args": {"command": command}}
 
 
+BACKGROUND = "$BG"  # in a step's args: the session id of the run's latest background exec
+TICKER = "for i in $(seq 1 600); do echo tick $i; sleep 0.1; done"
+
+
+def _background(command: str) -> Step:
+    return {"tool": "exec", "args": {"command": command, "background": True}}
+
+
+def _process(action: str) -> Step:
+    return {"tool": "process", "args": {"action": action, "sessionId": BACKGROUND}}
+
+
+def _alternate(real: Step, others: list[Step], n: int) -> list[Step]:
+    """real, others[0], real, others[1], ... (n steps)."""
+    return [real if i % 2 == 0 else others[(i // 2) % len(others)] for i in range(n)]
+
+
 def _scripts() -> dict[str, list[Step]]:
     return {
         # 24 identical calls with identical results: warning at the 11th, blocks from the 21st (sticky).
@@ -50,17 +67,30 @@ def _scripts() -> dict[str, list[Step]]:
         # A wrapped tool (the observer plugin's) failing with "Unknown tool: browser.open" every time, with varying
         # arguments (ignored by the detector): with unknownToolThreshold 3 the 4th and 5th calls are blocked.
         "unknown_tool": [{"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(5)],
-        # 2026.9: built-in unknown-tool threshold 10, so the 11th failing call is blocked (the 12th is not: the
-        # veto record ends the unknown-tool streak).
-        "unknown_tool_long": [
-            {"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(12)
-        ],
-        # One command failing with output that drifts (time of day, duration): 2026.9's failure identity makes
-        # it no progress (block at the 21st call, the run ends at the 22nd); 2026.7 only warns.
-        "exec_failure": [
-            _exec('echo "connect failed at $(date +%H:%M:%S) after $(date +%N | cut -c1-3)ms"; exit 3')
-            for _ in range(23)
-        ],
+        # The scenarios below run as the e2e test's "fast" agent (warning at the 11th call, block at the 12th).
+        # An exec that fails the same way every time (a returned result, not a thrown error): like any repeat.
+        "exec_fail_stable": [_exec("echo fail-stable; exit 3") for _ in range(13)],
+        # A failing exec whose output changes (same first line, which OpenClaw reports as the hook's `error`):
+        # progress to OpenClaw's detector, so only warnings, never a block.
+        "exec_fail_changing": [_exec("echo fail-changing; date +%s%N; exit 3") for _ in range(13)],
+        # An exec printing an unknown-tool message: a returned result, so no unknown_tool_repeat (threshold 3).
+        "exec_unknown_message": [_exec("echo 'Unknown tool: browser.open'; exit 1") for _ in range(5)],
+        # A wrapped tool throwing a two-line error whose second line changes: the whole message is hashed.
+        "thrown_changing": [{"tool": "e2e_flaky", "args": {"step": "build"}} for _ in range(13)],
+        # Real process poll / log on a quiet background session: known polls without progress.
+        # (Each background session is killed at the end, a distinct call.)
+        "poll_quiet": [_background("sleep 120"), *[_process("poll") for _ in range(13)], _process("kill")],
+        "log_quiet": [_background("sleep 120"), *[_process("log") for _ in range(11)], _process("kill")],
+        # Polls of a session that keeps printing: progress, so OpenClaw stays silent (no generic warnings).
+        "poll_progress": [_background(TICKER), *[_process("poll") for _ in range(12)], _process("kill")],
+        "log_progress": [_background(TICKER), *[_process("log") for _ in range(12)], _process("kill")],
+        # A real call alternating with calls answered before OpenClaw's tool wrapper (a made-up tool name, an
+        # argument-validation failure): OpenClaw records only the real calls (generic repeat, no ping-pong).
+        "unwrapped": _alternate(
+            _exec("echo real-call"),
+            [{"tool": "grep_all", "args": {"q": "loop"}}, {"tool": "exec", "args": {"cmd": "echo no-command"}}],
+            22,
+        ),
         # A quiet run: different calls, no decisions expected.
         "quiet": [_exec(f"echo quiet-{i}") for i in range(6)],
         # Enforcement phase (OpenClaw's detection off): slow enough for verdicts to arrive mid-loop.
@@ -110,6 +140,18 @@ def _scenario(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
         if match:
             return match.group(1), match.group(2)
     return None
+
+
+_STILL_RUNNING = re.compile(r"Command still running \(session ([^,\s)]+)")
+
+
+def _background_session(messages: list[dict[str, Any]]) -> str:
+    """The session id OpenClaw's exec reported for the latest background command in this conversation."""
+    for message in reversed(messages):
+        match = _STILL_RUNNING.search(_text_of(message.get("content")))
+        if match:
+            return match.group(1)
+    return "no-background-session"
 
 
 def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -185,6 +227,9 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                 if state.log_file is not None:
                     with state.log_file.open("a", encoding="utf-8") as log:
                         log.write(json.dumps(entry) + "\n")
+            if step is not None and BACKGROUND in json.dumps(step.get("args")):
+                session = _background_session(messages)
+                step = {**step, "args": json.loads(json.dumps(step["args"]).replace(BACKGROUND, session))}
             if step is not None and step.get("overflow"):
                 error = {
                     "error": {

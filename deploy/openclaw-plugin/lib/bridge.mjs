@@ -7,7 +7,10 @@ import { randomBytes } from "node:crypto";
 
 import { appendNotes, BoundedMap } from "./enforcer.mjs";
 import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
-import { argsDigest, callSignature, errorMessage, hashOutcome, isLoopVeto, processAction } from "./outcome.mjs";
+import {
+  argsDigest, callSignature, GATE_FAILURE_MESSAGE, hashOutcome, hookOutcome, isLoopVeto, isObject, isPluginBlock,
+  processAction,
+} from "./outcome.mjs";
 import { hashOutcome2026_9, isGeneration2026_9, withoutWarningNote } from "./outcome2026_9.mjs";
 
 /** Event ids unique per gateway: a random boot id (new on every process start) and a counter. */
@@ -16,6 +19,9 @@ export function eventIdFactory() {
   let counter = 0;
   return () => boot + "-" + (++counter).toString(36);
 }
+
+const OPEN = 1;
+const RESULT_SENT = 2;
 
 function str(value) {
   return typeof value === "string" && value !== "" ? value : undefined;
@@ -36,15 +42,20 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   // A 2026.8+ host hashes outcomes the 2026.9 way (and loopwatch judges its events by that profile).
   const generation9 = isGeneration2026_9(openclawVersion);
   const hashFor = generation9 ? hashOutcome2026_9 : hashOutcome;
+  // 2026.9 appends its loop-warning note to the result the hooks see; OpenClaw hashed the result without it.
+  const hookResult = (result) => (generation9 ? withoutWarningNote(result) : result);
   // "k:"+sessionKey / "s:"+sessionId -> the session's latest run id. Never cleared at agent_end: that hook
   // fires per attempt, and a compaction retry continues the same run after it (observed on 2026.7.35).
   const currentRun = new BoundedMap(8192);
-  const pendingArgs = new BoundedMap(8192); // scope key + NUL + call id -> args hash of the published tool_call
+  // scope key + NUL + call id of each tool_call published from before_tool_call -> OPEN, or RESULT_SENT once the
+  // tool-result middleware published its tool_result (after_tool_call then has nothing left to do).
+  const openCalls = new BoundedMap(8192);
   const seenBefore = new WeakMap(); // params object -> {identity, result}: one publish per dispatch even if
   const seenAfter = new WeakMap(); //   register() ran twice and both registrations' hooks fire (identity =
   //                                     scope key + call id, so a reused params object in another call counts)
   const seenCompactions = new BoundedMap(256);
-  const callScope = new BoundedMap(8192); // tool call id -> scope key (enforce: the middleware has no run id)
+  // tool call id -> {key, ctx, sessionId, runId} of a published tool_call: the middleware has no run id.
+  const callScope = new BoundedMap(8192);
   const stats = {
     toolCalls: 0,
     toolResults: 0,
@@ -55,6 +66,8 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     compactionsWithoutRun: 0,
     compactionsIgnored: 0,
     duplicateDispatches: 0,
+    unrecordedCalls: 0,
+    resultsFromMiddleware: 0,
     oversized: 0,
     hookErrors: 0,
     blocked: 0,
@@ -92,14 +105,6 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       if (run) return run;
     }
     return undefined;
-  }
-
-  /** The outcome fields of a hashed record (2026.9 adds failure_hash and no_progress when they apply). */
-  function putHashes(record, outcome) {
-    record.result_hash = outcome.resultHash;
-    if (outcome.unknownToolName !== null) record.unknown_tool_name = outcome.unknownToolName;
-    if (outcome.failureHash) record.failure_hash = outcome.failureHash;
-    if (outcome.noProgress && !String(outcome.resultHash).startsWith("error:")) record.no_progress = true;
   }
 
   function common(type, ctx, sessionId, runId) {
@@ -143,7 +148,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     if (action !== null) record.poll_action = action;
   }
 
-  /** Publish the tool_call record of a call; remembers its args hash for the matching tool_result. */
+  /** Publish the tool_call record of a call. */
   function publishCall(event, ctx, params, callId, sessionId, runId, key, tool) {
     const argsHash = hashOnGateway || enforce ? argsDigest(params) : null;
     const record = common("tool_call", ctx, sessionId, runId);
@@ -157,10 +162,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     };
     emit(key, record, rehash);
     stats.toolCalls++;
-    if (callId !== null) {
-      pendingArgs.set(key + "\u0000" + callId, argsHash ?? "");
-      if (enforce) callScope.set(callId, key);
-    }
+    if (callId !== null) callScope.set(callId, { key, ctx, sessionId, runId });
     return { record, argsHash };
   }
 
@@ -188,6 +190,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       }
       noteRun(ctx?.sessionKey, ctx?.sessionId, runId);
       const { record, argsHash } = publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
+      if (callId !== null) openCalls.set(identity, OPEN);
       let result;
       if (enforce) {
         const signature = callSignature(tool, argsHash);
@@ -220,66 +223,92 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
       const key = scopeKey(runId, sessionId);
       const dupKey = params !== null && typeof params === "object" ? params : null;
       if (dupKey) {
-        const identity = key + "\u0000" + callId;
-        if (seenAfter.get(dupKey) === identity) {
+        if (seenAfter.get(dupKey) === key + "\u0000" + callId) {
           stats.duplicateDispatches++;
           return;
         }
-        seenAfter.set(dupKey, identity);
+        seenAfter.set(dupKey, key + "\u0000" + callId);
       }
-      const pendingKey = callId !== null ? key + "\u0000" + callId : null;
-      // The args hash published with this call's tool_call ("" when raw args were sent), if any.
-      const publishedHash = pendingKey !== null ? pendingArgs.get(pendingKey) : undefined;
-      if (publishedHash !== undefined) pendingArgs.delete(pendingKey);
-      const error = event?.error;
-      // 2026.9 appends its loop-warning note to the result the hooks see; OpenClaw hashed it without.
-      const result = generation9 ? withoutWarningNote(event?.result) : event?.result;
-      const hasError = error !== undefined && error !== null;
+      // Whether this call's before_tool_call ran (and published its tool_call).
+      const identity = key + "\u0000" + callId;
+      const state = callId !== null ? openCalls.get(identity) : undefined;
+      const published = state !== undefined;
+      if (published) openCalls.delete(identity);
+      if (state === RESULT_SENT) return; // the tool-result middleware already published the outcome
+      const result = hookResult(event?.result);
       if (isLoopVeto(result)) {
         // OpenClaw's own detector vetoed this call, so before_tool_call never ran for it: publish its
         // tool_call now (loopwatch then decides on it like OpenClaw did, and records nothing). A veto
         // has no outcome hash, so there is no tool_result.
-        if (publishedHash === undefined) {
-          publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
-          if (pendingKey !== null) pendingArgs.delete(pendingKey);
-        }
+        if (!published) publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
         stats.vetoedCalls++;
         return;
       }
-      if (!hasError && result === undefined) {
-        stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
-        return;
-      }
-      const record = common("tool_result", ctx, sessionId, runId);
-      record.tool = tool;
-      record.call_id = callId;
-      const argsHash = () => publishedHash || argsDigest(params);
-      const hashes = (r) => {
-        delete r.args;
-        delete r.result;
-        delete r.error;
-        hashArgs(r, tool, params, argsHash());
-        putHashes(r, hashFor(tool, params, result, error));
-      };
-      if (hashOnGateway) {
-        hashes(record);
-      } else {
-        if (isJsonFaithful(params)) record.args = params;
-        else hashArgs(record, tool, params, argsHash());
-        const message = hasError ? errorMessage(error) : undefined;
-        if (hasError && isJsonFaithful(message)) {
-          record.error = message;
-        } else if (!hasError && result !== null && isJsonFaithful(result)) {
-          record.result = result;
-        } else {
-          putHashes(record, hashFor(tool, params, result, error));
+      if (!published && callId !== null) {
+        if (!isPluginBlock(result)) {
+          // No before_tool_call: the call never reached OpenClaw's tool wrapper (a tool name the model made
+          // up, arguments that failed validation, a failed argument preparation). OpenClaw's loop detector
+          // records nothing for such a call, so loopwatch must not either.
+          stats.unrecordedCalls++;
+          return;
         }
+        // Another plugin's before_tool_call blocked first, so ours never ran; OpenClaw recorded the call
+        // and hashes the block like any result.
+        publishCall(event, ctx, params, callId, sessionId, runId, key, tool);
       }
-      emit(key, record, hashes);
-      stats.toolResults++;
+      publishResult(ctx, params, callId, sessionId, runId, key, tool, hookOutcome(tool, result, event?.error));
     } catch (err) {
       hookError("after_tool_call", err);
     }
+  }
+
+  /**
+   * The tool_result of a finished call: the outcome OpenClaw's loop detector hashed (see hookOutcome),
+   * against the arguments it recorded that outcome with (after_tool_call's params, the ones that ran).
+   * Raw mode sends the arguments and the thrown message or the result itself; an outcome JSON cannot carry
+   * faithfully goes as its hash, and arguments JSON cannot carry make the whole record hashed (the core
+   * never hashes a raw result without its arguments).
+   * Returns whether a record was published.
+   */
+  function publishResult(ctx, params, callId, sessionId, runId, key, tool, outcome) {
+    if (outcome.thrown === GATE_FAILURE_MESSAGE) {
+      stats.unrecordedCalls++; // thrown by OpenClaw's wrapper before the tool ran: the record stays pending
+      return false;
+    }
+    if (outcome.thrown === undefined && outcome.result === undefined) {
+      stats.skippedNoOutcome++; // an absent result has no outcome hash: nothing to record
+      return false;
+    }
+    const record = common("tool_result", ctx, sessionId, runId);
+    record.tool = tool;
+    record.call_id = callId;
+    const thrown = outcome.thrown !== undefined;
+    const hashOutcomeOnto = (r) => {
+      const hashed = hashFor(tool, params, outcome.result, thrown ? outcome.thrown : undefined);
+      r.result_hash = hashed.resultHash;
+      if (hashed.unknownToolName !== null) r.unknown_tool_name = hashed.unknownToolName;
+      // 2026.9 only: the failure identity and the no-progress mark its detector counts.
+      if (hashed.failureHash) r.failure_hash = hashed.failureHash;
+      if (hashed.noProgress && !String(hashed.resultHash).startsWith("error:")) r.no_progress = true;
+    };
+    const hashes = (r) => {
+      delete r.args;
+      delete r.result;
+      delete r.error;
+      hashArgs(r, tool, params, null);
+      hashOutcomeOnto(r);
+    };
+    if (hashOnGateway || !isJsonFaithful(params)) {
+      hashes(record); // without raw arguments the core could not hash a raw result (polls, sends)
+    } else {
+      record.args = params;
+      if (thrown && isJsonFaithful(outcome.thrown)) record.error = outcome.thrown;
+      else if (!thrown && outcome.result !== null && isJsonFaithful(outcome.result)) record.result = outcome.result;
+      else hashOutcomeOnto(record);
+    }
+    emit(key, record, hashes);
+    stats.toolResults++;
+    return true;
   }
 
   function afterCompaction(event, ctx) {
@@ -323,13 +352,38 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
     }
   }
 
+  /**
+   * Publish a call's tool_result from the tool-result middleware, which OpenClaw runs as soon as the tool
+   * returned: before after_tool_call, which can lose the race with a post-compaction guard abort, and on the
+   * result as the tool returned it (after_tool_call shows it redacted and truncated). Only for calls whose
+   * tool_call went out from before_tool_call; everything else is left to after_tool_call.
+   */
+  function publishFromMiddleware(event) {
+    const callId = str(event?.toolCallId);
+    const call = callId !== undefined ? callScope.get(callId) : undefined;
+    if (call === undefined) return;
+    const identity = call.key + "\u0000" + callId;
+    if (openCalls.get(identity) !== OPEN) return;
+    const tool = str(event?.toolName);
+    const result = hookResult(event?.result);
+    if (!tool || isLoopVeto(result)) return;
+    openCalls.set(identity, RESULT_SENT);
+    // The agent runtime's isError, or an error status: as after_tool_call's `error`, only a hint (see hookOutcome).
+    const failed = event?.isError === true || (isObject(result?.details) && result.details.status === "error");
+    const outcome = hookOutcome(tool, result, failed ? true : undefined);
+    if (publishResult(call.ctx, event?.args, callId, call.sessionId, call.runId, call.key, tool, outcome)) {
+      stats.resultsFromMiddleware++;
+    }
+  }
+
   function toolResultMiddleware(event, ctx) {
     try {
       stats.middlewareCalls++;
+      publishFromMiddleware(event);
       if (!enforce) return undefined;
       // The middleware context carries only {runtime} on OpenClaw 2026.7.35: find the run by tool call id.
       const callId = str(event?.toolCallId);
-      let key = callId !== undefined ? callScope.get(callId) : undefined;
+      let key = callId !== undefined ? callScope.get(callId)?.key : undefined;
       if (key === undefined) {
         const sessionId = sessionIdOf(ctx);
         const runId = str(ctx?.runId) ?? runFor(ctx?.sessionKey, ctx?.sessionId);

@@ -25,9 +25,10 @@ export const VOLATILE_SEND_KEYS = new Set([
 const MAX_UNKNOWN_TOOL_NAME = 128;
 
 // JavaScript `\s` and the `i` flag without `u`: ASCII-only case folding, JS whitespace (Resolved point 4).
+// Straight quotes only, as OpenClaw 2026.7.35's own patterns.
 const UNKNOWN_TOOL_PATTERNS = [
-  /unknown tool[:\s]+["'`]?([a-z0-9_.-]+)/i,
-  /tool\s+["'`]?([a-z0-9_.-]+)["'`]?\s+(?:not found|is not available)/i,
+  /unknown tool[:\s]+["']?([a-z0-9_.-]+)/i,
+  /tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)/i,
 ];
 
 /** A JSON object (not null, not an array). */
@@ -200,6 +201,61 @@ export function hashResult(tool, args, result) {
   }
   if (isSendLike(tool, args)) return digest(stripSendIds(details));
   return sha256Hex('{"details":' + canonical(details) + ',"text":' + canonical(text) + "}");
+}
+
+// OpenClaw 2026.7.35 answers a call whose before_tool_call gate crashed with this text (thrown inside its tool
+// wrapper after the call was recorded as pending, so its loop detector never records an outcome for it).
+export const GATE_FAILURE_MESSAGE = "Tool call blocked because before_tool_call hook failed";
+
+function isEmptyObject(value) {
+  return isObject(value) && Object.keys(value).length === 0;
+}
+
+/**
+ * What OpenClaw's loop detector recorded for a finished call, told from its after_tool_call payload:
+ * `{thrown: message}` (the tool threw: the detector hashed the thrown message), `{result}` (the tool
+ * returned: the detector hashed that result with the normal rules, even when it looks like a failure) or
+ * `{}` (nothing to hash).
+ *
+ * The payload's `error` does not say which: OpenClaw also derives it from a returned result that looks like
+ * a failure (non-zero exit code, an error status), as the first line of that result's text, at most 400
+ * characters. A thrown error reaches the hook in one of three shapes, each carrying the whole message:
+ * OpenClaw's tool adapter catches it outside the loop detector's wrapper and returns
+ * `{status: "error", tool, error: message}` as JSON text and details; the agent runtime's own error result
+ * has the message as its only text and empty details; the tool-search path has
+ * `{details: {status: "error", error: message}}` without content.
+ */
+export function hookOutcome(tool, result, error) {
+  if (error === undefined || error === null) return result === undefined ? {} : { result };
+  if (isObject(result)) {
+    const thrown = thrownMessage(tool, result);
+    return thrown !== null ? { thrown } : { result };
+  }
+  if (result !== undefined) return { result };
+  return { thrown: errorMessage(error) }; // no result at all: the error is all there is
+}
+
+function singleText(content) {
+  return Array.isArray(content) && content.length === 1 && isObject(content[0]) &&
+    content[0].type === "text" && typeof content[0].text === "string" ? content[0].text : null;
+}
+
+/** The thrown message a failed call's result carries, or null for a result the tool returned. */
+function thrownMessage(tool, result) {
+  const details = result.details;
+  const text = singleText(result.content);
+  if (isEmptyObject(details)) return text;
+  if (!isObject(details) || details.status !== "error" || typeof details.error !== "string") return null;
+  const keys = Object.keys(details);
+  if (keys.length === 3 && details.tool === tool && text !== null) return details.error; // the tool adapter
+  if (!("content" in result)) return details.error; // the tool-search path
+  return null;
+}
+
+/** Whether a result is a plugin's before_tool_call block (OpenClaw records it like any result). */
+export function isPluginBlock(result) {
+  return isObject(result) && isObject(result.details) &&
+    result.details.status === "blocked" && result.details.deniedReason === "plugin-before-tool-call";
 }
 
 /** Whether a result is the loop detector's own veto (it never gets a hash). */

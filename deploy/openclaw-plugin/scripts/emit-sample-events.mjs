@@ -23,6 +23,12 @@ const CALLS = [
   { tool: "weird", params: { n: NaN, u: undefined, lone: "a\ud800" }, result: { content: [], details: { status: undefined, nested: [1, { b: 2, a: 1 }] } } },
   { tool: "nullresult", params: null, result: null },
   { tool: "exec", params: { command: "ls -la" }, result: { content: text("CRITICAL: loop"), details: { status: "blocked", deniedReason: "tool-loop" } } },
+  // As OpenClaw 2026.7.35 delivers failures: a thrown error as the runtime's error result (+ its first line),
+  // a returned failure with the error OpenClaw derived from it, and a made-up tool name (no before_tool_call).
+  { tool: "read", params: { path: "/x" }, result: { content: text("EACCES: denied\n    at open"), details: {} }, error: "EACCES: denied" },
+  { tool: "web_fetch", params: { url: "https://y" }, result: { content: text('{\n  "status": "error",\n  "tool": "web_fetch",\n  "error": "Unknown tool: fetcher\\nretry later"\n}'), details: { status: "error", tool: "web_fetch", error: "Unknown tool: fetcher\nretry later" } }, error: "Unknown tool: fetcher" },
+  { tool: "exec", params: { command: "false" }, result: { content: text("fatal: no\nmore"), details: { status: "failed", exitCode: 1, aggregated: "fatal: no\nmore" } }, error: "fatal: no" },
+  { tool: "grep_all", params: { q: 1 }, result: { content: text("Tool grep_all not found"), details: {} }, error: "Tool grep_all not found", unwrapped: true },
 ];
 
 const CTX = [
@@ -43,7 +49,7 @@ for (const mode of ["hash", "raw"]) {
     CALLS.forEach((c, i) => {
       const id = `call-${i}`;
       const tctx = { ...ctx, toolName: c.tool, toolCallId: id };
-      bridge.beforeToolCall({ toolName: c.tool, params: c.params, runId: ctx.runId, toolCallId: id }, tctx);
+      if (!c.unwrapped) bridge.beforeToolCall({ toolName: c.tool, params: c.params, runId: ctx.runId, toolCallId: id }, tctx);
       const after = { toolName: c.tool, params: c.params, runId: ctx.runId, toolCallId: id, durationMs: 1 };
       if ("result" in c) after.result = c.result;
       if ("error" in c) after.error = c.error;

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
 import { canonical, digest } from "../lib/canonical.mjs";
-import { argsDigest, callSignature, hashOutcome, unknownToolName } from "../lib/outcome.mjs";
+import { argsDigest, callSignature, hashOutcome, hookOutcome, unknownToolName } from "../lib/outcome.mjs";
 import { hashOutcome2026_9 } from "../lib/outcome2026_9.mjs";
 import { scopeKey } from "../lib/events.mjs";
 
@@ -35,7 +35,7 @@ export function decodeInput(value) {
 
 test("the vectors file is the expected format and not empty", () => {
   assert.equal(vectors._meta.format, 1);
-  for (const group of ["canonical", "args_hash", "outcome", "unknown_tool", "js_trim", "scope_key"]) {
+  for (const group of ["canonical", "args_hash", "outcome", "hook_outcome", "unknown_tool", "js_trim", "scope_key"]) {
     assert.ok(vectors[group].length > 0, group);
   }
 });
@@ -73,6 +73,19 @@ test("outcome hashes and unknown-tool names match for every rule", () => {
     const args = decodeInput(v.args);
     const result = Object.hasOwn(v, "result") ? decodeInput(v.result) : undefined;
     const got = hashOutcome(v.tool, args, result, v.error);
+    assert.deepEqual(
+      { resultHash: got.resultHash, unknownToolName: got.unknownToolName },
+      { resultHash: v.result_hash, unknownToolName: v.unknown_tool_name },
+      v.name,
+    );
+  }
+});
+
+test("after_tool_call payloads hash to what OpenClaw's detector recorded: thrown vs returned failures", () => {
+  for (const v of vectors.hook_outcome) {
+    const hook = decodeInput(v.hook);
+    const outcome = hookOutcome(v.tool, hook.result, hook.error);
+    const got = hashOutcome(v.tool, decodeInput(v.args), outcome.result, outcome.thrown);
     assert.deepEqual(
       { resultHash: got.resultHash, unknownToolName: got.unknownToolName },
       { resultHash: v.result_hash, unknownToolName: v.unknown_tool_name },

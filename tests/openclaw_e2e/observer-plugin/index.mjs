@@ -2,7 +2,8 @@
 // tool/compaction/run hooks it sees, in order, as JSON lines to `config.out`. The e2e test attributes each
 // tool.loop event to the call it was decided for (the next before_tool_call, or the next vetoed
 // after_tool_call for a block). It also owns `e2e_browser_open`, a wrapped tool that always fails with
-// "Unknown tool: browser.open" -- the error OpenClaw's unknown-tool detector counts (unknown_tool_repeat).
+// "Unknown tool: browser.open" -- the error OpenClaw's unknown-tool detector counts (unknown_tool_repeat) --
+// and `e2e_flaky`, which always throws a two-line error whose second line changes.
 import { appendFileSync } from "node:fs";
 
 let out = null;
@@ -28,6 +29,24 @@ export default {
         throw new Error("Unknown tool: browser.open");
       },
     });
+    let flaky = 0;
+    api.registerTool({
+      name: "e2e_flaky",
+      label: "Flaky step (e2e)",
+      description: "Test-only: run a build step. Always throws a two-line error whose second line changes.",
+      parameters: { type: "object", properties: { step: { type: "string" } }, additionalProperties: false },
+      async execute() {
+        throw new Error(`step failed: build broke\nattempt ${++flaky} at ${Date.now()}`);
+      },
+    });
+    // The tool-result middleware runs inside the agent loop right after the tool returned (before
+    // after_tool_call): the test records whether it still sees the call that tripped the guard.
+    if (typeof api.registerAgentToolResultMiddleware === "function") {
+      api.registerAgentToolResultMiddleware((e) => {
+        write({ kind: "middleware", toolName: e?.toolName, toolCallId: e?.toolCallId, isError: e?.isError ?? null });
+        return undefined;
+      }, { runtimes: ["openclaw"] });
+    }
     if (!subscribed) {
       subscribed = true;
       import("openclaw/plugin-sdk/diagnostic-runtime")
