@@ -4,16 +4,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit test-integration test-openclaw lint fmt schemas schemas-check run bench bench-plugin soak clean
+.PHONY: install install-runtime test test-unit test-integration test-openclaw lint fmt schemas schemas-check run bench bench-plugin soak clean
 
+# `make run` needs only the runtime dependencies; tests and lint add the dev extra (pytest, mypy, ruff, …).
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+install-runtime: $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@echo "installing loopwatch and its runtime dependencies into $(VENV) (once)"
+	$(BIN)/python -m pip install --disable-pip-version-check -e .
+	@touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
+	@echo "installing the test and lint tools (the dev extra) into $(VENV) (once)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -e '.[dev]'
 	@touch $(STAMP)
 
 test: install
@@ -45,7 +54,7 @@ schemas: install
 schemas-check: install
 	$(BIN)/python -m schemas.generate --check
 
-run: install
+run: install-runtime
 	$(BIN)/python -m streams.demo
 
 bench: install

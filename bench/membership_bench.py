@@ -58,7 +58,7 @@ def measure(mode: str, restart: str) -> dict[str, object]:
                 if count > value:
                     longest, since, value = max(longest, at - since), at, count
             longest = max(longest, samples[-1][0] - since)
-            assignments = other.log().count("Executing _on_partitions_assigned") - 1
+            assignments = other.log().count("loopwatch worker: partitions reassigned")  # per rebalance after ready
             feeder.join(120.0)
         finally:
             for proc in (first, other, restarted):

@@ -529,13 +529,13 @@ async def read_partitions(
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.kafka_compat import end_offsets
+    from streams.kafka_io import started
 
     auth: dict[str, Any] = security.aiokafka_kwargs() if security is not None else {}
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **auth
     )
-    await asyncio.wait_for(consumer.start(), timeout)
-    try:
+    async with started(consumer, timeout):
         await asyncio.wait_for(consumer.topics(), timeout)
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
@@ -581,8 +581,6 @@ async def read_partitions(
                         records[tp.partition].append(
                             TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value or b"")
                         )
-    finally:
-        await consumer.stop()
     return TopicRead(records, ranges)
 
 

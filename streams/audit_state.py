@@ -196,7 +196,8 @@ class StatefulReplay:
             f"state (empty); {self.warmed} earlier events re-applied silently (offsets {spans}); "
             f"{len(self.skipped)} events skipped (already in a newer stored state); expiries in range: "
             f"{e['restarted_after_expiry']} restarts from empty replayed, {e['expired_without_return']} without a "
-            f"later event, {e['expiry_unknown']} with an unknown restart point (see notes)"
+            f"later event, {e['expiry_unknown']} with an unknown restart point"
+            + (" (each named in a note above)" if e["expiry_unknown"] else "")
         )
 
     def to_json(self) -> dict[str, Any]:

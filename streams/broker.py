@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import signal
 import socket
 import struct
@@ -31,11 +32,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerError",
     "EmbeddedBroker",
+    "PortInUseError",
     "TopicMismatchError",
+    "api_versions_request",
     "create_topics",
     "ensure_topics",
     "free_port",
     "kafka_ready",
+    "read_response",
     "resolve_tansu_binary",
     "wait_for_kafka",
 ]
@@ -43,11 +47,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 LOCALHOST = "127.0.0.1"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Tansu colours its log lines
 _ERR_TOPIC_ALREADY_EXISTS = 36
 
 
 class BrokerError(RuntimeError):
     """The embedded broker could not be started or did not become ready."""
+
+
+class PortInUseError(BrokerError):
+    """The requested listen port is taken by another process."""
 
 
 class TopicMismatchError(RuntimeError):
@@ -97,6 +106,16 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
 
 def _roundtrip(sock: socket.socket, request: bytes, correlation_id: int) -> bytes:
     sock.sendall(request)
+    return read_response(sock, correlation_id)
+
+
+def api_versions_request() -> bytes:
+    """An ApiVersions v0 request (correlation id 1): what every Kafka listener answers before anything else."""
+    return _request(18, 0, 1, b"")
+
+
+def read_response(sock: socket.socket, correlation_id: int = 1) -> bytes:
+    """The body of the next response on ``sock``; ``ConnectionError`` if it is closed or out of step."""
     (size,) = struct.unpack(">i", _recv_exact(sock, 4))
     response = _recv_exact(sock, size)
     (got,) = struct.unpack(">i", response[:4])
@@ -113,7 +132,7 @@ def kafka_ready(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.settimeout(timeout)
-            body = _roundtrip(sock, _request(18, 0, 1, b""), 1)  # ApiVersions v0
+            body = _roundtrip(sock, api_versions_request(), 1)
             (error_code,) = struct.unpack(">h", body[:2])
             if error_code != 0:
                 return False
@@ -190,6 +209,7 @@ class EmbeddedBroker:
         self.die_with_parent = die_with_parent and sys.platform.startswith("linux")
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
+        self._owns_log = False  # a temporary log this object created: removed again by stop()
         self.tls_cert = str(tls_cert) if tls_cert is not None else None
         self.tls_key = str(tls_key) if tls_key is not None else None
         self.tls_client_ca = str(tls_client_ca) if tls_client_ca is not None else None
@@ -247,10 +267,18 @@ class EmbeddedBroker:
         raise last_error
 
     def _launch(self, port: int) -> None:
-        if self.log_path is None:
+        # A port someone else listens on would let the readiness probe below reach *their* broker.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((self.host, port))
+            except OSError as exc:
+                raise PortInUseError(f"port {self.host}:{port} is not free: {exc.strerror}") from None
+        if self.log_path is None or self._owns_log:
             fd, name = tempfile.mkstemp(prefix=f"tansu-{port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
+            self._owns_log = True
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ)
@@ -305,7 +333,7 @@ class EmbeddedBroker:
         if self.log_path is None or not self.log_path.exists():
             return "(no log)"
         data = self.log_path.read_bytes()[-size:]
-        return data.decode("utf-8", "replace")
+        return _ANSI.sub("", data.decode("utf-8", "replace"))
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after ``stop_timeout``; reaps the child; idempotent. Returns its status."""
@@ -329,6 +357,9 @@ class EmbeddedBroker:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+        if self._owns_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
         if self._requested_port is None and proc is not None and code is not None:
             self.port = None
         return code

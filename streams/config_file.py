@@ -29,6 +29,7 @@ from streams.detection.config import (
 )
 from streams.detection.profiles import ProfileChoice
 from streams.detection.types import PROFILE_2026_9, LoopConfig
+from streams.errors import CommandError
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
 
@@ -43,6 +44,11 @@ class ConfigFileError(Exception):
         self.reason = message
         where = f"{path}:{line}:{column}" if line is not None and column is not None else path
         super().__init__(f"{where}: {message}")
+        self.where = where
+
+    def to_command_error(self) -> CommandError:
+        """The one-line error of a command that cannot use this config file (exit status 2)."""
+        return CommandError("cannot use the config file", self.where, self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,15 +183,14 @@ def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> li
             continue
         agent_id = normalize_agent_id(raw_id)
         if agent_id in first_index:
-            if has_block:
-                warnings.append(
-                    ConfigWarning(
-                        f"agents.list[{index}].id",
-                        f"duplicate of agents.list[{first_index[agent_id]}] (agent {agent_id!r}); "
-                        "this entry's tools.loopDetection is ignored",
-                        None,
-                    )
+            ignored = "this entry's tools.loopDetection is ignored" if has_block else "OpenClaw uses the first entry"
+            warnings.append(
+                ConfigWarning(
+                    f"agents.list[{index}].id",
+                    f"duplicate of agents.list[{first_index[agent_id]}] (agent {agent_id!r}); {ignored}",
+                    None,
                 )
+            )
             continue
         first_index[agent_id] = index
         block = tools.get("loopDetection") if isinstance(tools, dict) else None

@@ -1,7 +1,10 @@
 """``make run``: the embedded broker, one worker and simulated fleet traffic, with verdicts printed live.
 
-With ``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it
-starts is stopped by pid on Ctrl-C, on SIGTERM and on any failure.
+Each run's escalation is shown once per decision level (its first warning, block and abort; a looping run
+repeats its verdicts on every call) next to fleet storm alerts, in lines of at most 120 columns. Traffic is
+stamped with the wall clock, so verdict and storm times agree and the latency metric is real. With
+``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it starts is
+stopped by pid on Ctrl-C, on SIGTERM and on any failure.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from types import FrameType
 
 from streams.broker import EmbeddedBroker, free_port
 from streams.commands.tail import follow
-from streams.kafka_io import partition_counts
-from streams.topics import EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
+from streams.errors import CommandError
+from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
+
+WIDTH = 120
 
 DEMO_CONFIG = """{
   // The demo enables OpenClaw's rolling detectors (off by default) with the default thresholds,
@@ -56,16 +61,18 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
             proc.wait(timeout)
 
 
-def _wait_for_topic(bootstrap: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+def _wait_until_ready(worker: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+    """Until the worker prints its ready line; its own error line if it stops first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        if "loopwatch worker: ready" in text:
+            return
         if worker.poll() is not None:
-            raise RuntimeError(f"worker exited with status {worker.returncode}; see {log}")
-        with contextlib.suppress(Exception):
-            if EVENTS_TOPIC in asyncio.run(partition_counts(bootstrap, timeout=5.0)):
-                return
-        time.sleep(0.5)
-    raise RuntimeError(f"the worker did not create {EVENTS_TOPIC} within {timeout:.0f}s; see {log}")
+            errors = [line for line in text.splitlines() if line.startswith("loopwatch worker: ")]
+            raise RuntimeError(errors[-1] if errors else f"the worker exited with status {worker.returncode}")
+        time.sleep(0.2)
+    raise RuntimeError(f"the worker was not ready within {timeout:.0f}s; see {log}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"worker pid {procs[0].pid}, metrics on http://127.0.0.1:{metrics_port}/metrics, log {worker_log}",
             flush=True,
         )
-        _wait_for_topic(bootstrap, procs[0], worker_log)
+        _wait_until_ready(procs[0], worker_log)
         traffic_cmd = [
             *py,
             "simulate",
@@ -144,21 +151,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "verdicts follow (Ctrl-C to stop)\n",
             flush=True,
         )
-        tail_args = argparse.Namespace(
-            bootstrap=bootstrap,
-            topic=[VERDICTS_TOPIC, FLEET_ALERTS_TOPIC],
-            json=False,
-            gateway=None,
-            agent=None,
-            decision=None,
-            from_beginning=True,
-            max=args.max_verdicts,
-            timeout=args.duration + 60,
-        )
+        from streams.cli import build_parser
+
+        tail = ["tail", "--bootstrap", bootstrap, "--topic", VERDICTS_TOPIC, "--topic", FLEET_ALERTS_TOPIC]
+        tail += ["--from-beginning", "--escalations", "--width", str(WIDTH), "--timeout", str(args.duration + 60)]
+        if args.max_verdicts is not None:
+            tail += ["--max", str(args.max_verdicts)]
+        tail_args = build_parser().parse_args(tail)
         return asyncio.run(follow(tail_args, sys.stdout))
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
         return 0
+    except RuntimeError as exc:
+        print(f"make run: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except CommandError as exc:
+        print(f"make run: {exc.text()}", file=sys.stderr, flush=True)
+        return exc.code
     finally:
         for proc in reversed(procs):
             _stop(proc)

@@ -6,12 +6,15 @@ change, message sends with fresh ids) and must stay silent, while a few runs loo
 know (generic repeats, ping-pong, unknown-tool retries, a loop that survives compaction). Everything comes
 from one ``random.Random(seed)`` (this is a shell, not the core), so the same arguments give the same bytes.
 
-Time is simulated: record ``i`` of ``rate * duration`` gets ``ts = BASE_TS_MS + i * 1000 / rate``; records
-come out in time order and the events of one run keep their order.
+Time is simulated: record ``i`` of ``rate * duration`` gets ``ts = start + i * 1000 / rate``; records come
+out in time order and the events of one run keep their order. The start time and every event, run and session
+id derive from the seed (:func:`start_of`, :func:`seed_tag`), so two simulations with different seeds can share
+a topic without being taken for duplicates; a caller that sends in real time passes the wall clock as start.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from streams.detection import MISSING, Outcome, digest, hash_outcome
 from streams.detection.outcome import process_action
 
 BASE_TS_MS: Final = 1_767_225_600_000  # 2026-01-01T00:00:00Z: fixed, so output never depends on the clock
+_HOURS_PER_YEAR: Final = 365 * 24
 RUNS_PER_GATEWAY: Final = 4  # concurrent runs per gateway: their events interleave
 PROGRESSING_CALLS: Final = (4, 30)  # calls in a healthy ("progressing") run, inclusive bounds
 SEPARATE_RESULT_SHARE: Final = 0.15  # calls whose outcome comes as a later tool_result event
@@ -72,16 +76,31 @@ def _call(tool: str, args: Any, **outcome: Any) -> Event:
     return {"type": "tool_call", "tool": tool, "args": args, **outcome}
 
 
+def seed_tag(seed: int) -> str:
+    """Six hex digits of the seed's hash: part of every id, so each seed's runs and events are its own."""
+    return hashlib.blake2b(str(seed).encode("ascii"), digest_size=3).hexdigest()
+
+
+def start_of(seed: int) -> int:
+    """The simulated start time of a seed (epoch ms): a whole hour within the year after :data:`BASE_TS_MS`."""
+    return BASE_TS_MS + (seed % _HOURS_PER_YEAR) * 3_600_000
+
+
 @dataclass(slots=True)
 class _Gateway:
     gateway_id: str
+    tag: str  # seed_tag: ids of different seeds never collide
     next_event: int = 0
     next_run: int = 0
     sessions: list[str] = field(default_factory=list)
 
+    @property
+    def prefix(self) -> str:
+        return f"{self.gateway_id}-{self.tag}"
+
     def event_id(self) -> str:
         self.next_event += 1
-        return f"{self.gateway_id}-e{self.next_event}"
+        return f"{self.prefix}-e{self.next_event}"
 
 
 @dataclass(slots=True)
@@ -363,7 +382,8 @@ class _Fleet:
         self.rng = random.Random(seed)
         self.hashed = hashed
         self.scripts = _Scripts(self.rng, progressing_calls)
-        self.gateways = [_Gateway(f"gw-{i:03d}") for i in range(gateways)]
+        tag = seed_tag(seed)
+        self.gateways = [_Gateway(f"gw-{i:03d}", tag) for i in range(gateways)]
         self.slots = [self._new_run(gw) for gw in self.gateways for _ in range(RUNS_PER_GATEWAY)]
         self._builders: dict[Archetype, Callable[[str], list[Event]]] = {
             "progressing": self.scripts.progressing,
@@ -380,11 +400,11 @@ class _Fleet:
     def _new_run(self, gw: _Gateway) -> _Run:
         rng = self.rng
         gw.next_run += 1
-        run_id: str | None = f"{gw.gateway_id}-r{gw.next_run}"
+        run_id: str | None = f"{gw.prefix}-r{gw.next_run}"
         if rng.random() < 0.05:
             run_id = None  # unscoped run: its fresh session is the scope key
         if run_id is None or not gw.sessions or rng.random() < 0.4:
-            session = f"{gw.gateway_id}-s{gw.next_run}"
+            session = f"{gw.prefix}-s{gw.next_run}"
             if run_id is not None:
                 gw.sessions.append(session)
                 del gw.sessions[:-8]
@@ -465,16 +485,19 @@ def _check(rate: float, duration: float, malformed: float) -> int:
     return int(rate * duration)
 
 
-def _ts(i: int, rate: float) -> int:
-    return BASE_TS_MS + int(i * 1000 / rate)
+def _ts(start_ms: int, i: int, rate: float) -> int:
+    return start_ms + int(i * 1000 / rate)
 
 
-def simulate_events(*, gateways: int, rate: float, duration: float, seed: int, hashed: bool = False) -> Iterator[Event]:
+def simulate_events(
+    *, gateways: int, rate: float, duration: float, seed: int, hashed: bool = False, start_ms: int | None = None
+) -> Iterator[Event]:
     """The fleet's valid events as dicts, in time order (``rate * duration`` of them)."""
     total = _check(rate, duration, 0.0)
     fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed)
+    start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
-        yield fleet.next_event(_ts(i, rate))[1]
+        yield fleet.next_event(_ts(start, i, rate))[1]
 
 
 def fleet_events(
@@ -496,6 +519,7 @@ def simulate(
     hashed: bool = False,
     malformed: float = 0.0,
     oversized: bool = False,
+    start_ms: int | None = None,
 ) -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` Kafka records in time order; key = the event's scope key (design §1).
 
@@ -505,8 +529,9 @@ def simulate(
     total = _check(rate, duration, malformed)
     kinds = MALFORMED_KINDS if oversized else MALFORMED_KINDS[:-1]
     fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed)
+    start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
-        ts = _ts(i, rate)
+        ts = _ts(start, i, rate)
         if malformed and fleet.rng.random() < malformed:
             key, value = fleet.malformed(ts, kinds)
         else:
@@ -522,6 +547,8 @@ __all__ = [
     "PROGRESSING_CALLS",
     "fleet_events",
     "prehash",
+    "seed_tag",
     "simulate",
     "simulate_events",
+    "start_of",
 ]

@@ -187,6 +187,6 @@ def test_check_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "check", str(write(tmp_path, "{\n tools: ]\n}"))]) == 2
     _, err = capsys.readouterr()
-    assert err.startswith("error: ") and ":2:9: " in err
+    assert err.startswith("loopwatch config check: cannot use the config file (") and ":2:9): " in err
     assert main(["config", "check", str(tmp_path / "missing.json5")]) == 2
     assert "cannot read" in capsys.readouterr().err

@@ -71,8 +71,10 @@ SURFACES: dict[str, set[str]] = {
         "PROGRESSING_CALLS",
         "fleet_events",
         "prehash",
+        "seed_tag",
         "simulate",
         "simulate_events",
+        "start_of",
     },
     "streams.topics": {
         "DEAD_LETTER_TOPIC",

@@ -13,7 +13,7 @@ from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.runner import Replayer
-from streams.simulate import BASE_TS_MS, MALFORMED_KINDS, simulate, simulate_events
+from streams.simulate import BASE_TS_MS, MALFORMED_KINDS, seed_tag, simulate, simulate_events, start_of
 
 ENABLED = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}})
 GATEWAYS, RATE, DURATION = 5, 100.0, 40.0  # 4,000 events
@@ -88,13 +88,14 @@ def test_realtime_needs_bootstrap_and_bad_numbers_are_usage_errors(
 def test_valid_records_decode_in_time_order_keyed_by_scope(raw_values: list[bytes]) -> None:
     records = _fleet(11)
     assert [v for _, v in records] == raw_values
-    last_ts: float = BASE_TS_MS
+    start = start_of(11)
+    last_ts: float = start
     per_run: dict[str, list[dict[str, Any]]] = {}
     for key, value in records:
         event = decode_event(value)  # raises on any invalid record
         assert key.decode() == scope_key(event)
         ts = event.ts_ms()
-        assert last_ts <= ts < BASE_TS_MS + DURATION * 1000
+        assert last_ts <= ts < start + DURATION * 1000
         last_ts = ts
         per_run.setdefault(key.decode(), []).append(json.loads(value))
     assert len(per_run) > 100
@@ -187,3 +188,21 @@ def test_hashed_traffic_gives_the_same_decisions(
         polls += e.get("poll_action") in ("poll", "log")
     assert polls > 100  # process polls travel hashed with their action hint
     assert _decisions(hashed, ENABLED) == raw_decisions
+
+
+def test_ids_and_start_time_derive_from_the_seed() -> None:
+    """Two simulations with different seeds can share a topic: no event, run or session id in common."""
+
+    def ids(seed: int) -> tuple[set[str], int]:
+        events = list(simulate_events(gateways=3, rate=50, duration=4, seed=seed))
+        found = {e["event_id"] for e in events} | {e["session_id"] for e in events}
+        found |= {e["run_id"] for e in events if e["run_id"]}
+        return found, events[0]["ts"]
+
+    (a, start_a), (b, start_b) = ids(1), ids(2)
+    assert not a & b
+    assert (start_a, start_b) == (start_of(1), start_of(2)) and start_a != start_b
+    assert start_of(0) == BASE_TS_MS and seed_tag(1) != seed_tag(2)
+    assert all(seed_tag(1) in i for i in a)
+    later = list(simulate_events(gateways=1, rate=10, duration=1, seed=1, start_ms=BASE_TS_MS * 2))
+    assert later[0]["ts"] == BASE_TS_MS * 2  # --realtime passes the wall clock

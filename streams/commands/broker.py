@@ -2,20 +2,20 @@
 
 ``--cert``/``--key`` make the listener TLS (``--client-ca``: clients must present a certificate signed by that
 CA). Tansu 0.6.0 cannot serve TLS itself, so a TLS front in this process relays to Tansu on a private
-127.0.0.1 port (see :mod:`streams.tls_front`). SASL is not offered: see the README ("Connecting to a secured
-Kafka") for what Tansu's ``--authentication`` does and why it cannot be used with memory storage.
+127.0.0.1 port (streams/tls_front.py). SASL is not offered: see the README ("Connecting to a secured Kafka")
+for what Tansu's ``--authentication`` does and why it cannot be used with memory storage.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import threading
 from types import FrameType
 from typing import Any
 
-from streams.broker import BrokerError, EmbeddedBroker, create_topics
+from streams.broker import BrokerError, EmbeddedBroker, PortInUseError, create_topics
+from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 
 
@@ -23,10 +23,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "broker",
         help="run the embedded Kafka-compatible broker (Tansu, memory only) on 127.0.0.1",
-        description=__doc__,
+        description="Run the embedded Kafka-compatible broker (Tansu, keeping everything in memory) on 127.0.0.1 "
+        "until Ctrl-C or SIGTERM, for local use and tests; production runs real Kafka. With --cert and --key the "
+        "listener speaks TLS.",
     )
-    parser.add_argument("--port", type=int, default=9092, help="listen port on 127.0.0.1 (0: pick a free one)")
-    parser.add_argument("--log-file", default=None, help="broker log file (default: a temporary file)")
+    parser.add_argument(
+        "--port", type=int, default=9092, help="listen port on 127.0.0.1 (default 9092; 0: pick a free one)"
+    )
+    parser.add_argument(
+        "--log-file", default=None, help="broker log file (default: a temporary file, removed when the broker stops)"
+    )
     parser.add_argument(
         "--topic",
         action="append",
@@ -34,7 +40,7 @@ def register(subparsers: Any) -> None:
         metavar="NAME:PARTITIONS",
         help="create this topic once the broker is ready (repeatable); auto-created topics get 4 partitions",
     )
-    parser.add_argument("--ready-timeout", type=float, default=15.0, help="seconds to wait for readiness")
+    parser.add_argument("--ready-timeout", type=float, default=15.0, help="seconds to wait for readiness (default 15)")
     parser.add_argument("--cert", metavar="PEM", default=None, help="serve TLS with this certificate (chain)")
     parser.add_argument("--key", metavar="PEM", default=None, help="private key of --cert (unencrypted PEM)")
     parser.add_argument(
@@ -42,6 +48,9 @@ def register(subparsers: Any) -> None:
     )
     add_security_arguments(parser)  # how --topic creation connects (default with --cert: trust --cert itself)
     parser.set_defaults(func=run)
+
+
+_HELP = "see 'loopwatch broker --help'"
 
 
 def _parse_topics(specs: list[str]) -> dict[str, int]:
@@ -72,16 +81,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         topics = _parse_topics(args.topic)
     except ValueError as exc:
-        print(f"loopwatch broker: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc), "--topic", "e.g. --topic loopwatch.events:12") from None
     if (args.cert is None) != (args.key is None) or (args.client_ca and not args.cert):
-        print("loopwatch broker: --cert and --key go together (and --client-ca needs both)", file=sys.stderr)
-        return 2
+        raise CommandError("--cert and --key go together (and --client-ca needs both)", hint=_HELP)
     try:
         security = topic_security(args) if topics else None
     except KafkaSecurityError as exc:
-        print(f"loopwatch broker: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc), hint=_HELP) from None
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -97,21 +103,32 @@ def run(args: argparse.Namespace) -> int:
         tls_client_ca=args.client_ca,
     )
     try:
+        where = f"127.0.0.1:{args.port}" if args.port else "127.0.0.1"
         try:
             broker.start()
-            if topics:
+        except PortInUseError:
+            raise CommandError(
+                "port in use", where, "another broker or program listens there; pick another --port (0: a free one)",
+                code=EXIT_UNAVAILABLE,
+            ) from None  # fmt: skip
+        except BrokerError as exc:
+            raise CommandError("the broker did not start", where, str(exc), code=EXIT_UNAVAILABLE) from None
+        if topics:
+            from streams.kafka_io import kafka_failure
+
+            assert security is not None
+            try:
                 create_topics(broker.bootstrap, topics, security=security)
-        except Exception as exc:  # BrokerError, TopicMismatchError, Kafka errors
-            kind = "" if isinstance(exc, BrokerError) else f"{type(exc).__name__}: "
-            message = security.redact(str(exc)) if security is not None else str(exc)
-            print(f"loopwatch broker: {kind}{message}", file=sys.stderr)
-            return 1
+            except Exception as exc:  # TopicMismatchError, Kafka errors
+                raise kafka_failure(exc, "cannot create topics", broker.bootstrap, security) from None
         tls = " TLS" + (" with client certificates" if args.client_ca else "") if broker.tls else ""
         print(f"broker ready on {broker.bootstrap}{tls} (pid {broker.pid}, log {broker.log_path})", flush=True)
         while not stop.wait(0.5):
             if not broker.is_running():
-                print(f"loopwatch broker: broker exited unexpectedly: {broker.log_tail()}", file=sys.stderr)
-                return 1
+                raise CommandError(
+                    "the broker exited unexpectedly", broker.bootstrap, " ".join(broker.log_tail(400).split()),
+                    code=EXIT_UNAVAILABLE,
+                )  # fmt: skip
         print("stopping broker", flush=True)
         return 0
     finally:

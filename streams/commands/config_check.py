@@ -40,13 +40,18 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
 
 def register(subparsers: Any) -> None:
     """Add ``config`` with its ``check`` sub-command."""
-    config = subparsers.add_parser("config", help="inspect OpenClaw loop-detection config")
+    config = subparsers.add_parser(
+        "config",
+        help="inspect OpenClaw loop-detection config",
+        description="Inspect an OpenClaw config file the way loop detection reads it.",
+    )
     config_sub = config.add_subparsers(dest="config_command", required=True)
     check = config_sub.add_parser(
         "check",
         help="resolve tools.loopDetection per agent and report every adjusted value",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Show what an OpenClaw config file means to loop detection, per agent. OpenClaw silently "
+        "falls back and clamps; this prints a warning for every value it would adjust or ignore, so CI can fail "
+        "on it. Exit status: 0 nothing adjusted, 1 something adjusted or ignored, 2 unreadable or unparseable.",
     )
     check.add_argument("file", metavar="FILE", help="OpenClaw config file (JSON5)")
     check.add_argument("--json", action="store_true", help="print the resolved configs as JSON")
@@ -63,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_openclaw_config(args.file)
     except ConfigFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise exc.to_command_error() from None
     if args.profile == PROFILE_2026_9:
         return _run_2026_9(loaded.gen9, loaded.path, as_json=args.json)
     if args.json:

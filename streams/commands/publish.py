@@ -1,6 +1,6 @@
 """``loopwatch publish``: send events from a JSON Lines file to ``loopwatch.events``, keyed by scope key.
 
-Each line is validated as an event (design §3) and sent as is (the original bytes), keyed by its scope key
+Each line is validated as an event (schemas/events.py) and sent as is (the original bytes), keyed by its scope key
 so that every event of a run lands in one partition, in file order. Invalid lines are reported with their
 line number and not sent (exit status 2). ``--raw`` sends every non-blank line unchecked, keyed by scope key
 when one can be derived: that is how tests feed the worker bad records to dead-letter.
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.kafka_io import describe_failure, partition_counts, scope_key_from_raw
+from streams.errors import EXIT_USAGE, CommandError
+from streams.kafka_io import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
 from streams.kafka_security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -43,20 +44,27 @@ def register(subparsers: Any) -> None:
         partitions = env_int(env, "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
     except SettingsError:
         partitions = DEFAULT_PARTITIONS
-    p = subparsers.add_parser("publish", help="send events from a JSON Lines file to loopwatch.events")
+    p = subparsers.add_parser(
+        "publish",
+        help="send events from a JSON Lines file to loopwatch.events",
+        description="Check every line of a JSON Lines file as an event and send the valid ones, each keyed by its "
+        "run, so that a run's events stay in order in one partition. Invalid lines are reported with their line "
+        "number and not sent (exit status 2).",
+    )
     p.add_argument("file", type=Path, help="JSON Lines file of events ('-' for stdin)")
     p.add_argument(
         "--bootstrap",
         default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-        help="Kafka bootstrap servers (LOOPWATCH_BOOTSTRAP)",
+        help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
-    p.add_argument("--topic", default=EVENTS_TOPIC, help="destination topic")
+    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
     p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
     p.add_argument(
         "--partitions",
         type=int,
         default=partitions,
-        help="create the topic with this many partitions if it does not exist (LOOPWATCH_PARTITIONS)",
+        help="partitions of the topic if it has to be created "
+        f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
     )
     add_security_arguments(p)
     p.set_defaults(func=run)
@@ -111,12 +119,9 @@ async def send_all(
         max_request_size=_RAW_MAX_REQUEST if raw else 1_048_576,
         client_id="loopwatch-publish",
     )
-    await asyncio.wait_for(producer.start(), 15.0)
-    try:
+    async with started(producer, 15.0):
         futures = [await producer.send(topic, value, key=key) for key, value in records]
         await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
     return len(futures)
 
 
@@ -124,22 +129,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
-        print(f"loopwatch publish: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc), hint="see 'loopwatch publish --help'") from None
     try:
         source = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
     except OSError as exc:
-        print(f"loopwatch publish: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise CommandError("cannot read the events file", str(args.file), exc.strerror) from None
     with source:
         records, refused = prepare(_lines(source), raw=args.raw)
+    preflight(args.bootstrap, security)
     try:
         sent = asyncio.run(
             send_all(args.bootstrap, args.topic, records, partitions=args.partitions, raw=args.raw, security=security)
         )
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
-        print(f"loopwatch publish: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
-        return 1
-    summary = f"sent {sent} {'records' if args.raw else 'events'} to {args.topic}"
-    print(summary + (f"; refused {refused} invalid lines" if refused else ""))
-    return 2 if refused else 0
+        raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
+    summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
+    print(summary + (f"; refused {plural(refused, 'invalid line')}" if refused else ""))
+    return EXIT_USAGE if refused else 0
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

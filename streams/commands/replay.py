@@ -24,6 +24,7 @@ import orjson
 from streams import audit, audit_state, explain_state
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, decode_event
+from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.runner import Replayer
@@ -31,7 +32,14 @@ from streams.topics import VERDICTS_TOPIC
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("replay", help="replay recorded events through the detectors and print decisions")
+    p = sub.add_parser(
+        "replay",
+        help="replay recorded events through the detectors and print decisions",
+        description="Run the detectors over recorded events (a JSON Lines file, or a Kafka topic range read per "
+        "partition in offset order, exactly as the worker reads it) and print one JSON object per decision. "
+        "Also compares the result with the verdicts the worker published (--compare-verdicts), starts runs from "
+        "the worker's stored state (--with-state) and explains one run step by step (--run).",
+    )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
     source.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
@@ -42,7 +50,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
     )
-    p.add_argument("--verdicts-topic", default=VERDICTS_TOPIC, help="verdicts topic for --compare-verdicts")
+    p.add_argument(
+        "--verdicts-topic",
+        default=VERDICTS_TOPIC,
+        help=f"verdicts topic for --compare-verdicts (default {VERDICTS_TOPIC})",
+    )
     p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
     p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
@@ -59,22 +71,19 @@ def run(args: argparse.Namespace) -> int:
         config = load_openclaw_config(args.config) if args.config else LoadedConfig.default()
         profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
     except ConfigFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise exc.to_command_error() from None
     for w in config.warnings:
-        print(format_warning(w), file=sys.stderr)
+        print(f"loopwatch replay: {format_warning(w)}", file=sys.stderr)
     for line in profile_warnings:
-        print(line, file=sys.stderr)
+        print(f"loopwatch replay: {line}", file=sys.stderr)
     if args.topic is not None:
         return run_topic(args, config)
     if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
-        print("error: --from, --to, --compare-verdicts and --with-state need --topic", file=sys.stderr)
-        return 2
+        raise CommandError("--from, --to, --compare-verdicts and --with-state need --topic", hint=_HELP)
     try:
         source = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:
-        print(f"error: cannot read {args.events}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise CommandError("cannot read the events file", str(args.events), exc.strerror) from None
     with source:
         if args.run is not None:
             return explain_lines(_lines(source), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
@@ -86,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
             skip_invalid=args.skip_invalid,
             name=str(args.events),
         )
+
+
+_HELP = "see 'loopwatch replay --help'"
 
 
 def _lines(stream: IO[bytes]) -> Iterator[bytes]:
@@ -149,7 +161,7 @@ def _explain(
     steps = audit.explain_run(events, config, run)
     if as_json:
         out.write(orjson.dumps({"run": run, "events": audit.explain_json(steps)}).decode() + "\n")
-    else:
+    elif steps:  # no events: the error line says so, once
         out.write(audit.render_explain(steps, run, config))
     return _explained(out, run, bool(steps))
 
@@ -157,8 +169,9 @@ def _explain(
 def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
     out.flush()
     if not found:
-        print(f"error: no event of run {run!r}{why}", file=sys.stderr)
-        return 1
+        raise CommandError(
+            f"no event of run {run!r}{why}", hint="give a run id or scope key as it appears in the events", code=1
+        )
     return 0
 
 
@@ -178,8 +191,8 @@ def _explain_with_state(
         plan, warm = asyncio.run(
             audit_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
         )
-    except (OSError, TimeoutError, RuntimeError) as exc:
-        return _error(security.redact(str(exc)))
+    except Exception as exc:
+        raise _kafka(exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security) from None
     for note in plan.notes:
         print(note, file=sys.stderr)
     result = explain_state.explain_from_state(plan, mine, warm, config, args.run)
@@ -191,31 +204,47 @@ def _explain_with_state(
     return _explained(sys.stdout, args.run, bool(result.steps), why)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+def _kafka(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity) -> CommandError:
+    from streams.kafka_io import kafka_failure
+
+    if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
+        text = security.redact(str(exc))
+        wrong_name = "no such topic" in text or "has no partition" in text
+        return CommandError(action, bootstrap, text, code=EXIT_USAGE if wrong_name else EXIT_UNAVAILABLE)
+    return kafka_failure(exc, action, bootstrap, security)
 
 
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
+    from streams.kafka_io import preflight
+
     if not args.bootstrap:
-        return _error("--topic needs --bootstrap HOST:PORT")
+        raise CommandError("--topic needs --bootstrap HOST:PORT", hint=_HELP)
     try:
         start = audit.parse_bound(args.start) if args.start is not None else None
         end = audit.parse_bound(args.end) if args.end is not None else None
     except audit.RangeError as exc:
-        return _error(f"--from/--to: {exc}")
+        raise CommandError(str(exc), "--from/--to", _HELP) from None
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
-        return _error(str(exc))
+        raise CommandError(str(exc), hint=_HELP) from None
+    preflight(args.bootstrap, security)
     try:
         read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end, security=security))
-    except (OSError, TimeoutError, RuntimeError) as exc:
-        return _error(f"cannot read topic {args.topic}: {security.redact(str(exc))}")
+    except Exception as exc:
+        raise _kafka(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
     events, bad = audit.decode_records(read.records)
-    for b in bad:
-        print(b.describe(args.topic), file=sys.stderr)
+    if args.run is not None and bad:
+        # An explanation is about one run: one line for the bad records, not one per record of every partition.
+        print(
+            f"loopwatch replay: warning: {len(bad)} records of {args.topic} are not valid events and were skipped "
+            "(replay without --run lists them)",
+            file=sys.stderr,
+        )
+    else:
+        for b in bad:
+            print(b.describe(args.topic), file=sys.stderr)
     if args.run is not None:
         if args.with_state:
             status = _explain_with_state(args, config, read, events, security)
@@ -238,8 +267,8 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
                     security=security,
                 )
             )
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            return _error(security.redact(str(exc)))
+        except Exception as exc:
+            raise _kafka(exc, "cannot read the worker's stored state", args.bootstrap, security) from None
         for note in stateful.notes:
             print(note, file=sys.stderr)
         print(stateful.summary(), file=sys.stderr)
@@ -249,8 +278,8 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.compare_verdicts:
         try:
             verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            return _error(f"cannot read topic {args.verdicts_topic}: {security.redact(str(exc))}")
+        except Exception as exc:
+            raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
         recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
         for note in notes:
             print(note, file=sys.stderr)
@@ -269,6 +298,9 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
                 sys.stdout.write(diff.describe() + "\n")
         sys.stdout.flush()
         if not comparison.equal:
+            hint = config_hash_hint(in_range, config.config_hash)
+            if hint:
+                print(hint, file=sys.stderr)
             return 1
         return 2 if bad and args.strict else 0
     out = sys.stdout.buffer
@@ -276,3 +308,20 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         out.write(orjson.dumps(record) + b"\n")
     out.flush()
     return 2 if bad and args.strict else 0
+
+
+def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str) -> str | None:
+    """When verdicts differ and the recorded ones were decided with another config, say so (and what to pass)."""
+    others: dict[str, int] = {}
+    for verdict in recorded:
+        recorded_hash = verdict.get("config_hash")
+        if isinstance(recorded_hash, str) and recorded_hash != replay_hash:
+            others[recorded_hash] = others.get(recorded_hash, 0) + 1
+    if not others:
+        return None
+    listed = ", ".join(f"{h[:12]} ({n})" for h, n in sorted(others.items(), key=lambda kv: -kv[1]))
+    return (
+        f"loopwatch replay: note: {sum(others.values())} of {len(recorded)} recorded verdicts were decided with "
+        f"another config (config_hash {listed}) than this replay ({replay_hash[:12]}): pass the worker's config "
+        "file with --config"
+    )

@@ -1,7 +1,8 @@
 """``loopwatch simulate``: deterministic fleet traffic as JSON Lines, or published to the events topic.
 
-The generator is :mod:`streams.simulate`; this module only writes its records somewhere. Publishing keys
-every record by its scope key (design §1) so that a run's events stay in one partition, in order.
+The generator is streams/simulate.py; this module only writes its records somewhere. Publishing keys every
+record by its scope key so that a run's events stay in one partition, in order. ``--realtime`` paces records
+to the rate and stamps them with the wall clock, so the worker's event-to-verdict latency is real.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from streams.errors import CommandError
 from streams.kafka_security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -27,11 +29,17 @@ from streams.topics import EVENTS_TOPIC
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("simulate", help="generate deterministic fleet traffic (file, stdout or Kafka)")
+    p = sub.add_parser(
+        "simulate",
+        help="generate deterministic fleet traffic (file, stdout or Kafka)",
+        description="Generate the events of a simulated fleet of OpenClaw gateways: mostly healthy runs and a few "
+        "runs looping in every way the detectors know. The same seed gives the same records; ids and the start "
+        "time derive from the seed, so different seeds never collide.",
+    )
     p.add_argument("--gateways", type=_positive_int, required=True, help="number of simulated gateways")
     p.add_argument("--rate", type=_positive_float, required=True, help="events per second, whole fleet")
     p.add_argument("--duration", type=_positive_float, required=True, help="simulated seconds")
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes; default 0)")
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
     p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")
     p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
@@ -39,7 +47,11 @@ def register(sub: Any) -> None:
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
     target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
     p.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})")
-    p.add_argument("--realtime", action="store_true", help="with --bootstrap: pace records to the rate")
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="with --bootstrap: pace records to the rate and stamp them with the wall clock",
+    )
     add_security_arguments(p)
     p.set_defaults(func=run)
 
@@ -66,6 +78,7 @@ def _fraction(text: str) -> float:
 
 
 def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
+    start_ms = int(time.time() * 1000) if args.realtime else None
     return simulate(
         gateways=args.gateways,
         rate=args.rate,
@@ -74,29 +87,28 @@ def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
         hashed=args.hashed,
         malformed=args.malformed,
         oversized=args.oversized,
+        start_ms=start_ms,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.realtime and not args.bootstrap:
-        print("error: --realtime needs --bootstrap", file=sys.stderr)
-        return 2
+        raise CommandError("--realtime needs --bootstrap", hint="it paces records sent to Kafka")
     if args.bootstrap:
+        from streams.kafka_io import kafka_failure, preflight
+
         try:
             security = security_from_args(args)
         except KafkaSecurityError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            raise CommandError(str(exc), hint="see 'loopwatch simulate --help'") from None
+        preflight(args.bootstrap, security)
         started = time.monotonic()
         try:
             count = asyncio.run(
                 publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security)
             )
         except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
-            from streams.kafka_io import describe_failure
-
-            print(f"error: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
-            return 1
+            raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
         elapsed = time.monotonic() - started
         print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
         return 0
@@ -111,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
         with args.out.open("wb") as out:
             write_lines(_records(args), out)
     except OSError as exc:
-        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise CommandError("cannot write the output file", str(args.out), exc.strerror) from None
     return 0
 
 
@@ -138,6 +149,8 @@ async def publish(
     """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
+    from streams.kafka_io import started as client_started
+
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         linger_ms=20,
@@ -145,10 +158,9 @@ async def publish(
         max_request_size=4 * 1024 * 1024,
         **security.aiokafka_kwargs(),
     )
-    await asyncio.wait_for(producer.start(), 30.0)
     count = 0
-    started = time.monotonic()
-    try:
+    async with client_started(producer, 30.0):
+        started = time.monotonic()
         pending = []
         for key, value in records:
             if realtime:
@@ -161,8 +173,6 @@ async def publish(
                 await asyncio.gather(*pending)
                 pending.clear()
         await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
     return count
 
 

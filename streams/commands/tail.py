@@ -1,22 +1,25 @@
-"""``loopwatch tail``: follow ``loopwatch.verdicts``, one line per verdict (or the JSON record with --json).
+"""``loopwatch tail``: follow loopwatch topics, one readable line per record (or the JSON record with --json).
 
 Reads every partition without joining a consumer group (nothing is committed, any number of tails can run).
 Starts at the current end unless ``--from-beginning``; end offsets come from
-:func:`streams.kafka_compat.end_offsets` because the embedded broker's ListOffsets answer is wrong.
-``--max N`` stops after N matching verdicts (exit status 1 if ``--timeout`` ends the wait first).
+:func:`streams.kafka_compat.end_offsets` because the embedded broker's ListOffsets answer is wrong. Each
+record's line is chosen by what it is (streams/record_lines.py), so verdicts, fleet alerts, dead letters and
+events can be followed together. ``--max N`` stops after N shown records (exit status 1 if ``--timeout`` ends
+the wait first).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import sys
 import time
+from collections import OrderedDict
 from typing import IO, Any
 
 import orjson
 
+from streams.errors import EXIT_FINDINGS, EXIT_OK, CommandError, warn
 from streams.kafka_security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -24,52 +27,58 @@ from streams.kafka_security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
+from streams.record_lines import fit, kind_of, record_line
+from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 from streams.worker.settings import DEFAULT_BOOTSTRAP, env_default, environ
+
+_ESCALATIONS_REMEMBERED = 100_000  # runs whose shown decision levels are remembered (oldest forgotten first)
 
 
 def register(subparsers: Any) -> None:
     env = environ()
-    p = subparsers.add_parser("tail", help="follow loopwatch.verdicts")
+    p = subparsers.add_parser(
+        "tail",
+        help="follow verdicts, fleet alerts, dead letters or events, one line each",
+        description="Follow loopwatch topics from their end (or from the beginning), one readable line per record: "
+        "verdicts, fleet storm alerts, dead letters and events each have their own line. Nothing is committed, so "
+        "any number of tails can run.",
+    )
     p.add_argument(
         "--bootstrap",
         default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-        help="Kafka bootstrap servers (LOOPWATCH_BOOTSTRAP)",
+        help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
     p.add_argument(
         "--topic",
         action="append",
         default=None,
-        help=f"topic to follow, repeatable (default {VERDICTS_TOPIC}; fleet alerts: {FLEET_ALERTS_TOPIC})",
+        help=f"topic to follow, repeatable (default {VERDICTS_TOPIC}; also {FLEET_ALERTS_TOPIC}, "
+        f"{DEAD_LETTER_TOPIC}, {EVENTS_TOPIC})",
     )
-    p.add_argument("--json", action="store_true", help="print each verdict record as one JSON line")
-    p.add_argument("--gateway", help="only verdicts of this gateway_id")
-    p.add_argument("--agent", help="only verdicts of this agent_id")
-    p.add_argument("--decision", choices=("warning", "block", "abort"), help="only this decision")
-    p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained verdict")
-    p.add_argument("--max", type=int, default=None, metavar="N", help="stop after N matching verdicts")
+    p.add_argument("--json", action="store_true", help="print each record as it is, one JSON object per line")
+    p.add_argument("--gateway", help="only records of this gateway id")
+    p.add_argument("--agent", help="only records of this agent id")
+    p.add_argument("--decision", choices=("warning", "block", "abort"), help="only verdicts with this decision")
+    p.add_argument(
+        "--escalations",
+        action="store_true",
+        help="only the first warning, block and abort of each run (a looping run repeats its verdicts)",
+    )
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained record")
+    p.add_argument("--max", type=int, default=None, metavar="N", help="stop after N records")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--width", type=int, default=0, metavar="COLUMNS", help="cut lines to this width (0: never)")
     add_security_arguments(p)
     p.set_defaults(func=run)
 
 
-def matches(verdict: dict[str, Any], args: argparse.Namespace) -> bool:
+def matches(record: dict[str, Any], args: argparse.Namespace) -> bool:
+    decision = getattr(args, "decision", None)
     return (
-        (args.gateway is None or verdict.get("gateway_id") == args.gateway)
-        and (args.agent is None or verdict.get("agent_id") == args.agent)
-        and (args.decision is None or verdict.get("decision") == args.decision)
+        (args.gateway is None or record.get("gateway_id") == args.gateway)
+        and (args.agent is None or record.get("agent_id") == args.agent)
+        and (decision is None or record.get("decision") == decision)
     )
-
-
-def _when(ts: Any) -> str:
-    """Event time for people: epoch milliseconds become RFC 3339 (UTC); strings are shown as sent."""
-    if isinstance(ts, int | float) and not isinstance(ts, bool):
-        try:
-            moment = datetime.datetime.fromtimestamp(ts / 1000.0, tz=datetime.UTC)
-        except (OverflowError, OSError, ValueError):
-            return str(ts)
-        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return str(ts) if ts else "-"
 
 
 def topics_of(args: argparse.Namespace) -> list[str]:
@@ -80,49 +89,40 @@ def topics_of(args: argparse.Namespace) -> list[str]:
     return [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
 
 
-def storm_line(alert: dict[str, Any]) -> str:
-    """One line per fleet alert: window, kind, detector, what storms, how many runs, where."""
-    what = (
-        f"agent={alert.get('agent_id')}"
-        if alert.get("kind") == "agent"
-        else (f"tool={alert.get('tool')} outcome={str(alert.get('outcome_hash') or '-')[:12]}")
-    )
-    gateways = ",".join(str(g) for g in alert.get("gateways") or [])
-    return (
-        f"{alert.get('window_start')} FLEET-STORM {alert.get('kind')} {alert.get('detector')} {what} "
-        f"runs={alert.get('distinct_runs')}/{alert.get('threshold')} verdicts={alert.get('verdicts')} "
-        f"gateways={gateways or '-'} window={alert.get('window_seconds')}s alert={alert.get('alert_id')}"
-    )
+class Escalations:
+    """Lets through the first verdict of each decision level of each run (bounded memory)."""
 
+    def __init__(self, limit: int = _ESCALATIONS_REMEMBERED) -> None:
+        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._limit = limit
 
-def human_line(verdict: dict[str, Any]) -> str:
-    """One line: time, decision, detector, count/threshold, who, tool, and the message."""
-    if "alert_id" in verdict:
-        return storm_line(verdict)
-    run = verdict.get("run_id") or "-"
-    message = " ".join(str(verdict.get("message", "")).split())
-    paired = f"<->{verdict['paired_tool']}" if verdict.get("paired_tool") else ""
-    return (
-        f"{_when(verdict.get('event_ts'))} {str(verdict.get('decision', '?')).upper():7} "
-        f"{verdict.get('detector', '?')} {verdict.get('count')}/{verdict.get('threshold')} "
-        f"gw={verdict.get('gateway_id')} agent={verdict.get('agent_id')} session={verdict.get('session_id')} "
-        f"run={run} tool={verdict.get('tool')}{paired} event={verdict.get('event_id')} | {message}"
-    )
+    def first(self, record: dict[str, Any]) -> bool:
+        if kind_of(record) != "verdict":
+            return True
+        scope = record.get("run_id") or record.get("session_id")
+        key = (record.get("gateway_id"), scope, record.get("decision"))
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self._limit:
+            self._seen.popitem(last=False)
+        return True
 
 
 async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity = PLAINTEXT) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.kafka_compat import end_offsets
-    from streams.kafka_io import partition_counts
+    from streams.kafka_io import partition_counts, started
 
     deadline = time.monotonic() + args.timeout if args.timeout is not None else None
     counts = await partition_counts(args.bootstrap, security=security)
     topics = topics_of(args)
     for topic in topics:
         if topic not in counts:
-            print(f"loopwatch tail: topic {topic} does not exist (no worker has started yet?)", file=sys.stderr)
-            return 1
+            raise CommandError(
+                "no such topic", topic, "the worker creates the loopwatch topics when it starts; is one running?"
+            )
     tps = [TopicPartition(topic, p) for topic in topics for p in range(counts[topic])]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=args.bootstrap,
@@ -131,9 +131,10 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
         client_id="loopwatch-tail",
         **security.aiokafka_kwargs(),
     )
-    await asyncio.wait_for(consumer.start(), 15.0)
+    escalations = Escalations() if getattr(args, "escalations", False) else None
+    width = getattr(args, "width", 0) or 0
     shown = 0
-    try:
+    async with started(consumer, 15.0):
         consumer.assign(tps)
         if args.from_beginning:
             for tp in tps:
@@ -154,39 +155,40 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
             records = sorted((m for msgs in batches.values() for m in msgs), key=lambda m: m.timestamp)
             for message in records:
                 try:
-                    verdict = orjson.loads(message.value or b"")
+                    record = orjson.loads(message.value or b"")
                 except orjson.JSONDecodeError:
-                    print(
-                        f"loopwatch tail: skipping a non-JSON record at offset {message.offset}",
-                        file=sys.stderr,
+                    record = None
+                if not isinstance(record, dict):
+                    where = f"{message.topic}[{message.partition}]@{message.offset}"
+                    warn(
+                        "tail",
+                        f"skipping a record that is not a JSON object ({where}, {len(message.value or b'')} bytes)",
                     )
                     continue
-                if not isinstance(verdict, dict) or not matches(verdict, args):
+                if not matches(record, args) or (escalations is not None and not escalations.first(record)):
                     continue
-                out.write((orjson.dumps(verdict).decode() if args.json else human_line(verdict)) + "\n")
+                out.write((orjson.dumps(record).decode() if args.json else fit(record_line(record), width)) + "\n")
                 out.flush()
                 shown += 1
                 if args.max is not None and shown >= args.max:
                     break
-    finally:
-        await consumer.stop()
-    return 1 if args.max is not None and shown < args.max else 0
+    return EXIT_FINDINGS if args.max is not None and shown < args.max else EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
+    from streams.kafka_io import kafka_failure, preflight
+
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
-        print(f"loopwatch tail: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc), hint="see 'loopwatch tail --help'") from None
+    timeout = 5.0 if args.timeout is None else max(0.5, min(5.0, args.timeout))
+    preflight(args.bootstrap, security, timeout=timeout)
     try:
         return asyncio.run(follow(args, sys.stdout, security))
-    except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:
-        return 0
+    except (KeyboardInterrupt, BrokenPipeError):
+        return EXIT_OK
+    except CommandError:
+        raise
     except Exception as exc:
-        from streams.kafka_io import describe_failure
-
-        print(f"loopwatch tail: {describe_failure(exc, args.bootstrap, security)}", file=sys.stderr)
-        return 1
+        raise kafka_failure(exc, "cannot follow the topics", args.bootstrap, security) from None

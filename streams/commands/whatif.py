@@ -1,6 +1,6 @@
 """``loopwatch whatif``: what a candidate loop-detection config (or a sweep of one key) would change.
 
-Reads events like ``loopwatch replay`` (one §3 record per line; a bad line is reported with its line number
+Reads events like ``loopwatch replay`` (one event per line; a bad line is reported with its line number
 and makes the exit status 2 unless ``--skip-invalid``), or a whole topic from its first to its end offsets
 (``--topic`` with ``--bootstrap``). The events are decoded once and kept in memory, then every config runs
 over them through the same core path as replay and the worker.
@@ -14,7 +14,7 @@ import heapq
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import orjson
 
@@ -22,6 +22,7 @@ from streams.audit import TopicRecord
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.decode import InvalidEvent, Rejection, accept, decode_event
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
+from streams.errors import CommandError
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.whatif import (
@@ -40,7 +41,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "whatif",
         help="compare a candidate loop-detection config with the current one on recorded events",
-        description=__doc__,
+        description="Replay recorded events (a JSON Lines file, or a whole topic) under the current config and "
+        "a candidate config, or under a sweep of one setting, and show what would change: verdicts gained and "
+        "lost, runs stopped earlier or later. Bad lines are reported and make the exit status 2 unless "
+        "--skip-invalid.",
     )
     p.add_argument("--config", type=Path, help="current OpenClaw config (JSON5); default: OpenClaw defaults")
     p.add_argument("--candidate", type=Path, help="candidate OpenClaw config (JSON5)")
@@ -70,31 +74,32 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+def _error(message: str, where: str | None = None, hint: str | None = None) -> NoReturn:
+    raise CommandError(message, where, hint)
 
 
 def _load(path: Path | None, label: str, *, quiet: bool = False) -> LoadedConfig:
     config = load_openclaw_config(path) if path is not None else LoadedConfig.default()
     for w in () if quiet else config.warnings:
-        print(f"{label}: {format_warning(w)}", file=sys.stderr)
+        print(f"loopwatch whatif: {label} config: {format_warning(w)}", file=sys.stderr)
     return config
 
 
 def run(args: argparse.Namespace) -> int:
     if args.candidate is None and args.sweep is None and args.candidate_profile is None:
-        return _error("nothing to compare: give --candidate FILE and/or --sweep KEY=a..b (or --candidate-profile NAME)")
+        return _error(
+            "nothing to compare", hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME"
+        )
     if args.topic is not None and not args.bootstrap:
-        return _error("--topic is not supported without --bootstrap HOST:PORT (it reads the topic from Kafka)")
+        return _error("--topic needs --bootstrap HOST:PORT", hint="it reads the topic from Kafka")
     try:
         sweep = parse_sweep(args.sweep) if args.sweep is not None else None
     except SweepError as exc:
-        return _error(f"--sweep: {exc}")
+        return _error(str(exc), "--sweep", "see 'loopwatch whatif --help'")
     try:
         current = _load(args.config, "current")
         for line in configure_profiles(current, args.profiles, args.default_profile):
-            print(f"current: {line}", file=sys.stderr)
+            print(f"loopwatch whatif: current: {line}", file=sys.stderr)
         candidate: LoadedConfig | None = None
         if args.candidate is not None or args.candidate_profile is not None:
             quiet = args.candidate is None  # the current file again: its warnings are printed already
@@ -105,14 +110,14 @@ def run(args: argparse.Namespace) -> int:
                 candidate.choice = current.choice.forced(profile)
                 if profile != DEFAULT_PROFILE:  # the 2026.7 reading was printed above
                     for w in candidate.warnings_for(profile):
-                        print(f"candidate [{profile}]: {format_warning(w)}", file=sys.stderr)
+                        print(f"loopwatch whatif: candidate [{profile}]: {format_warning(w)}", file=sys.stderr)
     except ConfigFileError as exc:
-        return _error(str(exc))
+        raise exc.to_command_error() from None
 
     if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
         print(
-            f"note: rolling detection is off for every agent of the current config (enabled is not true), "
-            f"so sweeping {sweep.key} cannot change anything",
+            "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "
+            f"true), so sweeping {sweep.key} cannot change anything",
             file=sys.stderr,
         )
 
@@ -121,19 +126,24 @@ def run(args: argparse.Namespace) -> int:
         try:
             stream = sys.stdin.buffer if name == "-" else args.events.open("rb")
         except OSError as exc:
-            return _error(f"cannot read {args.events}: {exc.strerror}")
+            return _error("cannot read the events file", str(args.events), exc.strerror)
         with stream:
             events, bad = read_events(_lines(stream), name)
     else:
         name = f"topic {args.topic}"
+        from streams.kafka_io import kafka_failure, preflight
+
         try:
             security = security_from_args(args)
         except KafkaSecurityError as exc:
-            return _error(str(exc))
+            return _error(str(exc), hint="see 'loopwatch whatif --help'")
+        preflight(args.bootstrap, security)
         try:
             records = asyncio.run(read_topic(args.bootstrap, args.topic, security=security))
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            return _error(f"cannot read topic {args.topic}: {security.redact(str(exc))}")
+        except RuntimeError as exc:
+            return _error(f"cannot read topic {args.topic}", args.bootstrap, security.redact(str(exc)))
+        except Exception as exc:
+            raise kafka_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
         events, bad = read_records(records, args.topic)
     if bad and not args.skip_invalid:
         return 2
@@ -152,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.html.write_text(render_html(report), encoding="utf-8")
         except OSError as exc:
-            return _error(f"cannot write {args.html}: {exc.strerror}")
+            return _error("cannot write the HTML report", str(args.html), exc.strerror)
     if args.format == "json":
         sys.stdout.buffer.write(orjson.dumps(to_json(report), option=orjson.OPT_INDENT_2) + b"\n")
     else:

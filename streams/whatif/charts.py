@@ -91,7 +91,8 @@ def line_chart(
         if len(x) <= x_ticks:
             tick_values = list(x)
         else:
-            tick_values = [x[round(i * (len(x) - 1) / (x_ticks - 1))] for i in range(x_ticks)]
+            stride = -(-(len(x) - 1) // (x_ticks - 1))  # every stride-th point: even gaps on an even grid
+            tick_values = list(x[::stride])
         for value in tick_values:
             parts.append(
                 f'<text class="tick" x="{px(value):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">'

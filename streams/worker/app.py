@@ -30,7 +30,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -48,7 +48,7 @@ from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
 from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
-from streams.worker.settings import WorkerSettings
+from streams.worker.settings import DEFAULT_WEB_PORT, WorkerSettings
 from streams.worker.storms import StormWatch
 from streams.worker.topics import raw_topic
 
@@ -121,7 +121,8 @@ class LoopwatchWorker:
             consumer_max_fetch_size=_MAX_FETCH_BYTES,
             web_bind=settings.web_host,
             web_host=settings.web_host,
-            web_port=settings.web_port,
+            web_port=settings.web_port or DEFAULT_WEB_PORT,  # 0: no web server (Faust requires a valid port)
+            web_enabled=settings.web_port != 0,
             autodiscover=False,
         )
         apply_kafka_compat(app)
@@ -472,14 +473,26 @@ class LoopwatchWorker:
         log.critical("stopping the worker without acknowledging the current batch: %r", exc, exc_info=exc)
         self._fatal_handler(exc)
 
-    def run(self) -> int:
-        """Run the Faust worker until SIGTERM/SIGINT; returns the exit status."""
+    def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> int:
+        """Run the Faust worker until SIGTERM/SIGINT; returns the exit status.
+
+        ``on_ready`` is awaited once Faust has finished starting (partitions assigned, tables recovered, agents
+        and timers running): the moment Faust itself logs "Ready".
+        """
         worker = faust.Worker(
             self.app,
             loglevel=self.settings.log_level,
             quiet=True,
             redirect_stdouts=False,
         )
+        if on_ready is not None:
+            started = worker.on_startup_finished  # faust.Worker hands this to the app when it starts
+
+            async def startup_finished() -> None:
+                await started()
+                await on_ready()
+
+            worker.on_startup_finished = startup_finished  # type: ignore[method-assign]
         # Faust's terminal spinner lowers the root logger to DEBUG (so it spins on every record), which makes
         # every debug call in aiokafka build a log record: about a tenth of the worker's CPU under load.
         worker.spinner = None

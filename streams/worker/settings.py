@@ -1,7 +1,8 @@
 """Worker settings: one frozen value built from the command line, with environment-variable defaults.
 
-Everything a deployment varies is a flag with a ``LOOPWATCH_*`` environment default, so containers and the
-Kubernetes StatefulSet configure workers without a custom entry point (see deploy/README.md).
+Everything a deployment varies is a flag with a ``LOOPWATCH_*`` environment default (the table of
+streams/worker/options.py), so containers and the Kubernetes StatefulSet configure workers without a custom
+entry point (see deploy/README.md). The field defaults here are the flags' defaults.
 """
 
 from __future__ import annotations
@@ -152,28 +153,6 @@ def env_int(env: Mapping[str, str], name: str, fallback: int) -> int:
         return int(raw)
     except ValueError:
         raise SettingsError(f"{name}={raw!r} is not an integer") from None
-
-
-def env_float(env: Mapping[str, str], name: str, fallback: float) -> float:
-    raw = env_default(env, name, None)
-    if raw is None:
-        return fallback
-    try:
-        return float(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number") from None
-
-
-def env_bool(env: Mapping[str, str], name: str, fallback: bool = False) -> bool:
-    raw = env_default(env, name, None)
-    if raw is None:
-        return fallback
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"{name}={raw!r} is not a boolean")
 
 
 def environ() -> Mapping[str, str]:

@@ -175,7 +175,7 @@ def test_compacted_changelog_says_what_it_cannot_know(tmp_path: Path) -> None:
     assert unknown.endswith("it starts empty at the range")
     # the current behaviour is kept for that one (sess-a continued through offset 14); the later ones replay
     assert result.restarted == 2 and result.expiries()["expiry_unknown"] == 1
-    assert "1 with an unknown restart point (see notes)" in result.summary()
+    assert "1 with an unknown restart point (each named in a note above)" in result.summary()
 
     def outside(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """All but sess-a's verdicts between its unknown restart (14) and its next, known one (36)."""

@@ -267,6 +267,8 @@ def test_compare_verdicts_read_error_is_redacted(
         return audit.TopicRead({0: records}, {0: (0, len(records))})
 
     monkeypatch.setattr(audit, "read_partitions", read_partitions)
-    assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 2
+    monkeypatch.setattr("streams.kafka_io.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
+    assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 3
     err = capsys.readouterr().err
-    assert "error: cannot read topic loopwatch.verdicts: authentication failed" in err and secret not in err
+    assert "loopwatch replay: cannot read topic loopwatch.verdicts (b:1): authentication failed" in err
+    assert secret not in err

@@ -335,7 +335,7 @@ def test_publish_command(e2e: E2E) -> None:
     assert result.returncode == 2, result.stderr
     assert "line 3: invalid event (not_json)" in result.stderr
     sent = len([ev for ev in e2e.valid if ev["event_id"].startswith("cli-")])
-    assert result.stdout.strip() == f"sent {sent} events to {e2e.names.events}; refused 1 invalid lines"
+    assert result.stdout.strip() == f"sent {sent} events to {e2e.names.events}; refused 1 invalid line"
     cli = [r for r in e2e.events if r.key == b"sess-cli"]
     assert len(cli) == sent and len({r.partition for r in cli}) == 1
 

@@ -204,7 +204,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 cwd=tmp,
             )
             procs.append(worker)
-            _wait_for_log(worker, tmp / "worker.log", "Worker ready", 120, "loopwatch worker")
+            _wait_for_log(worker, tmp / "worker.log", "loopwatch worker: ready", 120, "loopwatch worker")
             yield Stack(tmp, tools, broker.bootstrap, int(port_file.read_text()), procs)
         finally:
             for proc in reversed(procs):

@@ -133,12 +133,12 @@ class WorkerProcess:
         return self.log_path.read_bytes()[self._log_offset :].decode("utf-8", "replace")
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        """Until Faust reports the worker ready (partitions assigned, tables recovered)."""
+        """Until the worker says it is ready (partitions assigned, tables recovered)."""
 
         def ready() -> bool:
             if not self.alive():
                 raise RuntimeError(f"worker {self.name} exited early:\n{self.log()[-3000:]}")
-            return "Worker]: Ready" in self.log()
+            return "loopwatch worker: ready" in self.log()
 
         wait_until(ready, timeout, 0.1, message=f"worker {self.name} ready")
 

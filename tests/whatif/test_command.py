@@ -61,14 +61,14 @@ def test_nothing_to_compare_is_an_error(tmp_path: Path, capsys: pytest.CaptureFi
 def test_topic_without_bootstrap_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "--topic", "loopwatch.events", "--sweep", "warningThreshold=5..6")
     assert code == 2
-    assert "--topic is not supported without --bootstrap HOST:PORT" in err
+    assert "loopwatch whatif: --topic needs --bootstrap HOST:PORT: it reads the topic from Kafka" in err
 
 
 @pytest.mark.parametrize("sweep", ["warningThreshold=x", "enabled=1..2"])
 def test_bad_sweep_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: str) -> None:
     _, events = scenario_files(STICKY, tmp_path)
     code, _, err = _run(capsys, "--events", str(events), "--sweep", sweep)
-    assert code == 2 and err.startswith("error: --sweep:")
+    assert code == 2 and err.startswith("loopwatch whatif: ") and " (--sweep): " in err
 
 
 def test_unreadable_inputs_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,7 +87,9 @@ def test_config_warnings_name_the_config(tmp_path: Path, capsys: pytest.CaptureF
     odd.write_text("{tools: {loopDetection: {enabled: true, warningThreshold: 2.5}}}")
     code, _, err = _run(capsys, "--config", str(config), "--candidate", str(odd), "--events", str(events))
     assert code == 0
-    assert re.search(r"^candidate: warning: tools\.loopDetection\.warningThreshold", err, re.MULTILINE), err
+    assert re.search(
+        r"^loopwatch whatif: candidate config: warning: tools\.loopDetection\.warningThreshold", err, re.MULTILINE
+    ), err
 
 
 def test_bad_lines_exit_2_unless_skipped(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:

@@ -90,3 +90,17 @@ def test_raising_warning_threshold_never_warns_more_runs() -> None:
     calls = [p.tally.calls["warning"] for p in every.points]
     assert all(a >= b for a, b in pairwise(calls)), calls
     assert [p.value for p in every.points] == [5, 10, 15, 20]
+
+
+def test_sweep_chart_x_ticks_are_evenly_spaced() -> None:
+    """``4..20:2`` has 9 points; 6 ticks at rounded positions were 4, 8, 10, 14, 16, 20 (uneven)."""
+    import re
+
+    from streams.whatif.charts import Series, line_chart
+
+    x = [float(v) for v in range(4, 21, 2)]
+    svg = line_chart(
+        css_class="c", title="t", x=x, series=[Series("s", "s", [1.0] * len(x), "#000")], x_label="x", y_label="y"
+    )
+    ticks = [int(t) for t in re.findall(r'text-anchor="middle">(\d+)</text>', svg)]
+    assert ticks == [4, 8, 12, 16, 20]

@@ -13,10 +13,11 @@ from prometheus_client.exposition import generate_latest
 from schemas import EVENT_TYPES
 from streams.cli import build_parser
 from streams.commands.publish import prepare
-from streams.commands.tail import human_line, matches, topics_of
+from streams.commands.tail import Escalations, matches, topics_of
 from streams.decode import INVALID_REASONS
 from streams.kafka_io import scope_key_from_raw
 from streams.metrics import WorkerMetrics
+from streams.record_lines import fit, record_line
 from streams.worker.deadletter import DeadLetterPolicy, dead_letter_record, rfc3339_ms
 from streams.worker.processing import InputRecord, plan_batch
 from streams.worker.settings import SettingsError, WorkerSettings
@@ -193,15 +194,15 @@ def verdict(**extra: object) -> dict[str, object]:
     return base
 
 
-def test_tail_human_line_is_one_line() -> None:
-    line = human_line(verdict(message="CRITICAL: a\nb", paired_tool="write"))
+def test_tail_verdict_line_is_one_line_with_count_and_threshold() -> None:
+    line = record_line(verdict(message="CRITICAL: a\nb", paired_tool="write"))
     assert "\n" not in line
-    assert line.startswith("2026-01-01T00:00:00Z BLOCK   generic_repeat 20/20 gw=gw-1 agent=main")
+    assert line.startswith("2026-01-01T00:00:00Z BLOCK   generic_repeat 20 (threshold 20) gw=gw-1 agent=main run=r")
     assert "tool=read<->write" in line and line.endswith("| CRITICAL: a b")
 
 
-def test_tail_human_line_shows_epoch_milliseconds_as_utc_time() -> None:
-    line = human_line(verdict(event_ts=1_767_225_600_250))
+def test_tail_shows_epoch_milliseconds_as_utc_time() -> None:
+    line = record_line(verdict(event_ts=1_767_225_600_250))
     assert line.startswith("2026-01-01T00:00:00.250Z BLOCK")
 
 
@@ -211,11 +212,47 @@ def test_tail_shows_fleet_alerts_on_one_line() -> None:
         "outcome_hash": "f" * 64, "distinct_runs": 5, "threshold": 5, "verdicts": 9, "gateways": ["gw-1", "gw-2"],
         "window_start": "2026-11-29T23:15:00.000Z", "window_seconds": 300.0,
     }  # fmt: skip
-    line = human_line(alert)
-    assert line.startswith("2026-11-29T23:15:00.000Z FLEET-STORM signature generic_repeat tool=exec outcome=ffffff")
-    assert "runs=5/5 verdicts=9 gateways=gw-1,gw-2" in line and line.endswith("alert=" + "a" * 32)
-    agent = human_line({**alert, "kind": "agent", "agent_id": "main", "tool": None})
+    line = record_line(alert)
+    assert line == (
+        "2026-11-29T23:15:00.000Z STORM   signature generic_repeat tool=exec outcome=ffffffffffff "
+        "5 runs (threshold 5) verdicts=9 gateways=gw-1,gw-2 window=300s alert=aaaaaaaaaaaa"
+    )
+    agent = record_line({**alert, "kind": "agent", "agent_id": "main", "tool": None})
     assert "agent=main" in agent and "tool=" not in agent
+
+
+def test_tail_shows_dead_letters_and_events_by_record_type() -> None:
+    from streams.worker.deadletter import dead_letter_record
+
+    dead = orjson.loads(
+        dead_letter_record(
+            reason="not_json", detail="unexpected end of data", topic="loopwatch.events", partition=3, offset=17,
+            key=b"run-1", original=b'{"type": "tool_', received_at_ms=1_767_225_600_000,
+        )
+    )  # fmt: skip
+    assert record_line(dead) == (
+        "2026-01-01T00:00:00.000Z DEAD    not_json loopwatch.events[3]@17 key=run-1 15 bytes "
+        f"sha256={dead['original_sha256'][:12]} | unexpected end of data"
+    )
+    event = {"type": "tool_call", "event_id": "e1", "gateway_id": "gw-1", "agent_id": "main", "session_id": "s",
+             "run_id": None, "ts": 1_767_225_600_000, "tool": "read", "call_id": "c1", "args": {"path": "/x"},
+             "result": "secret text"}  # fmt: skip
+    line = record_line(event)
+    assert line == (
+        "2026-01-01T00:00:00.000Z EVENT   tool_call gw=gw-1 agent=main session=s tool=read call=c1 "
+        "outcome=result event=e1"
+    )
+    assert "secret" not in line and "/x" not in line  # arguments and results are never shown
+    assert record_line({"hello": 1}) == "- OTHER   a JSON object with keys hello"
+
+
+def test_tail_escalations_show_each_decision_level_of_a_run_once() -> None:
+    first = Escalations(limit=2)
+    shown = [first.first(verdict(decision=d)) for d in ("warning", "warning", "block", "warning", "block")]
+    assert shown == [True, False, True, False, False]
+    assert first.first(verdict(run_id="other", decision="warning"))  # another run
+    assert first.first({"alert_id": "x"})  # not a verdict: always shown
+    assert fit("x" * 130, 120) == "x" * 119 + "…" and fit("short", 120) == "short" and fit("y" * 200, 0) == "y" * 200
 
 
 def test_tail_follows_one_or_several_topics() -> None:

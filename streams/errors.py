@@ -1,0 +1,79 @@
+"""One error model for every command, and one table of exit statuses.
+
+An expected failure (a bad flag, an unreadable file, a broker that is not there, a port in use, a TLS mismatch,
+a locked data directory) is one line on stderr, ``loopwatch <command>: <what failed> (<where>): <hint>``, and a
+status from :data:`EXIT_CODES`; never a traceback. Commands raise :class:`CommandError`; ``streams.cli`` prints
+it, so the format lives here only.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_FINDINGS: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_UNAVAILABLE: Final = 3
+EXIT_FATAL: Final = 70
+EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
+
+#: Every exit status a ``loopwatch`` command uses, with its meaning (``loopwatch --help`` and the README show it).
+EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
+    (EXIT_OK, "success (a follow command stopped with Ctrl-C or SIGTERM also ends with 0)"),
+    (
+        EXIT_FINDINGS,
+        "the command ran and found something: config values adjusted, verdicts differ, a run not found, "
+        "tail --max not reached before --timeout",
+    ),
+    (EXIT_USAGE, "bad flags or values, unreadable or invalid input files, topics with the wrong partition count"),
+    (
+        EXIT_UNAVAILABLE,
+        "something outside is not available: Kafka unreachable or refusing the connection (TLS, SASL), a port in "
+        "use, a data directory locked by another worker",
+    ),
+    (EXIT_FATAL, "the worker stopped itself after an unrecoverable processing or delivery error"),
+    (EXIT_INTERRUPTED, "interrupted by Ctrl-C before the command could finish"),
+    (EXIT_BROKEN_PIPE, "the reader of stdout went away (loopwatch replay ... | head)"),
+)
+
+
+class CommandError(Exception):
+    """An expected failure: what failed, where (an address, a file, a property) and what to do about it."""
+
+    def __init__(self, what: str, where: str | None = None, hint: str | None = None, *, code: int = EXIT_USAGE):
+        super().__init__(what)
+        self.what = what
+        self.where = where
+        self.hint = hint
+        self.code = code
+
+    def text(self) -> str:
+        where = f" ({self.where})" if self.where else ""
+        hint = f": {self.hint}" if self.hint else ""
+        return f"{self.what}{where}{hint}"
+
+    def line(self, command: str) -> str:
+        return f"loopwatch {command}: {self.text()}"
+
+
+def report(command: str, error: CommandError) -> int:
+    """Print ``error`` as one line on stderr; returns its exit status."""
+    print(error.line(command), file=sys.stderr, flush=True)
+    return error.code
+
+
+def fail(command: str, what: str, where: str | None = None, hint: str | None = None, *, code: int = EXIT_USAGE) -> int:
+    """Print one error line for ``command`` and return ``code`` (for commands that return their status)."""
+    return report(command, CommandError(what, where, hint, code=code))
+
+
+def warn(command: str, message: str) -> None:
+    """A warning that does not stop the command, in the same shape: ``loopwatch <command>: warning: …``."""
+    print(f"loopwatch {command}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def exit_code_table() -> str:
+    """The exit statuses as plain text, for ``--help``."""
+    return "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)

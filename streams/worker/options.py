@@ -1,0 +1,254 @@
+"""Every ``loopwatch worker`` flag, declared once: flag, environment variable, type, default and help.
+
+The parser, the environment defaults, the ``--help`` text and the README's table are all built from
+:data:`OPTIONS`, so they cannot drift. Defaults are the fields of :class:`WorkerSettings` (and
+:class:`StormConfig`); the variable of ``--some-flag`` is ``LOOPWATCH_SOME_FLAG``. A flag beats its variable,
+which beats the default; a variable that does not parse is an error of the worker only (other commands never
+read them). The Kafka security flags have their own table (streams/kafka_security.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from streams.storms import StormConfig
+from streams.worker.settings import ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
+
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("0", "false", "no", "off")
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"not a boolean ({'/'.join(_TRUE)} or {'/'.join(_FALSE)})")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("not an integer") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("not a number") from None
+
+
+def log_level(text: str) -> str:
+    """``warning``/``critical`` are accepted for ``warn``/``crit`` (Python's names)."""
+    lowered = text.strip().lower()
+    return {"warning": "warn", "critical": "crit", "fatal": "crit"}.get(lowered, lowered)
+
+
+_TYPE_NAMES: Final[dict[Callable[[str], Any], str]] = {
+    _int: "integer",
+    _float: "number",
+    _bool: "boolean",
+    str: "text",
+    log_level: "choice",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    flag: str
+    field: str  # a WorkerSettings field, or "storms.<StormConfig field>"
+    parse: Callable[[str], Any]
+    help: str
+    choices: tuple[str, ...] | None = None
+    default_text: str | None = None  # when the default is computed (shown instead of the field default)
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "LOOPWATCH_" + self.dest.upper()
+
+    @property
+    def type_name(self) -> str:
+        return "choice" if self.choices else _TYPE_NAMES[self.parse]
+
+    @property
+    def default(self) -> Any:
+        owner: Any = WorkerSettings
+        name = self.field
+        if name.startswith("storms."):
+            owner, name = StormConfig, name.removeprefix("storms.")
+        spec = next(f for f in dataclasses.fields(owner) if f.name == name)
+        return spec.default
+
+    def shown_default(self) -> str:
+        if self.default_text is not None:
+            return self.default_text
+        value = self.default
+        if value is None:
+            return "none"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, float) and value == int(value):
+            return str(int(value))
+        return str(value)
+
+    def value(self, raw: str) -> Any:
+        """Parse a flag or variable value; ``ValueError`` says why it is unusable."""
+        value = self.parse(raw)
+        if self.choices and value not in self.choices:
+            raise ValueError(f"not one of {', '.join(self.choices)}")
+        return value
+
+
+OPTIONS: Final[tuple[Option, ...]] = (
+    Option("--bootstrap", "bootstrap", str, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
+    Option("--config", "config_path", str, "OpenClaw config file (JSON5): tools.loopDetection, per-agent overrides"),
+    Option("--group", "group", str, "consumer group and Faust app id; also names the changelog topics"),
+    Option(
+        "--group-instance-id",
+        "group_instance_id",
+        str,
+        "static group membership: a stable id per worker (e.g. the StatefulSet pod name), so a restart within the "
+        "session timeout moves no partitions; unset = dynamic membership",
+    ),
+    Option("--partitions", "partitions", _int, "partition count of every loopwatch topic and of the changelogs"),
+    Option("--store", "store", str, "run table storage; both are rebuilt from the changelog", ("rocksdb", "memory")),
+    Option("--data-dir", "data_dir", str, "this worker's own directory (RocksDB files), created with its parents"),
+    Option(
+        "--state-ttl", "state_ttl", _float, "seconds without events after which a run's state is dropped, 0 = never"
+    ),
+    Option("--metrics-port", "metrics_port", _int, "Prometheus /metrics port, 0 = no metrics server"),
+    Option("--metrics-host", "metrics_host", str, "address the metrics server binds"),
+    Option("--web-port", "web_port", _int, "port of Faust's web server on 127.0.0.1, 0 = no web server"),
+    Option("--worker-id", "worker_id", str, "names this worker in the Kafka client id (loopwatch-ID)"),
+    Option("--embedded", "embedded", _bool, "short group sessions for the embedded broker; never on real Kafka"),
+    Option(
+        "--log-level",
+        "log_level",
+        log_level,
+        "log level; Faust's and the Kafka client's own messages show only at debug, or when warnings",
+        ("debug", "info", "warn", "error", "crit"),
+    ),
+    Option("--events-topic", "events_topic", str, "input topic"),
+    Option("--verdicts-topic", "verdicts_topic", str, "verdicts topic"),
+    Option("--dead-letter-topic", "dead_letter_topic", str, "dead-letter topic (rejected records and why)"),
+    Option("--fleet-alerts-topic", "fleet_alerts_topic", str, "fleet storm alerts topic"),
+    Option("--storm-window", "storms.window_seconds", _float, "fleet storms: window length, whole seconds"),
+    Option(
+        "--storm-runs",
+        "storms.signature_runs",
+        _int,
+        "fleet storms: distinct runs with the same tool, detector and outcome in one window that raise an alert, "
+        "0 = off",
+    ),
+    Option(
+        "--storm-agent-runs",
+        "storms.agent_runs",
+        _int,
+        "fleet storms: distinct runs of one agent with verdicts of one detector in one window that raise an alert, "
+        "0 = off",
+    ),
+    Option(
+        "--sweep-interval",
+        "sweep_interval",
+        _float,
+        "seconds between expiry sweeps and state-gauge refreshes",
+        default_text="a tenth of the TTL, within 0.5-10",
+    ),
+    Option("--max-batch", "max_batch", _int, "most events applied per batch (one state write per run)"),
+    Option("--batch-linger", "batch_linger", _float, "under load, seconds a batch may fill before it is processed"),
+    Option(
+        "--rocksdb-write-buffer-mb",
+        "rocksdb_write_buffer_mb",
+        _float,
+        f"RocksDB memtable size per table partition, MiB ({ROCKSDB_WRITE_BUFFERS} of them at most)",
+    ),
+    Option(
+        "--rocksdb-block-cache-mb", "rocksdb_block_cache_mb", _float, "RocksDB block cache per table partition, MiB"
+    ),
+    Option(
+        "--dead-letter-original",
+        "dead_letter_original",
+        str,
+        "keep a rejected record's bytes on the dead-letter topic (full), or only its sha256 (digest)",
+        ("full", "digest"),
+    ),
+    Option(
+        "--dead-letter-max-original",
+        "dead_letter_max_original",
+        _int,
+        "most bytes of a rejected record kept on the dead-letter topic",
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per option; the value stays None unless given, so :func:`resolve` can fall back to the variable."""
+    for option in OPTIONS:
+        text = f"{option.help} (env {option.env}; default {option.shown_default()})"
+        if option.parse is _bool:
+            parser.add_argument(
+                option.flag, dest=option.dest, action="store_const", const=True, default=None, help=text
+            )
+            continue
+        parser.add_argument(
+            option.flag,
+            dest=option.dest,
+            type=_argparse_type(option),
+            choices=option.choices,
+            default=None,
+            metavar=option.dest.upper() if option.choices is None else None,
+            help=text,
+        )
+
+
+def _argparse_type(option: Option) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return option.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is {exc}") from None
+
+    convert.__name__ = option.type_name  # argparse names the type in some messages
+    return convert
+
+
+def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
+    """``{field: value}`` for every option: the flag, else its variable, else the default."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = getattr(args, option.dest, None)
+        if value is None:
+            raw = env.get(option.env)
+            if raw not in (None, ""):
+                try:
+                    value = option.value(raw)
+                except ValueError as exc:
+                    raise SettingsError(f"{option.env}={raw!r} is {exc}") from None
+            else:
+                value = option.default
+        values[option.field] = value
+    return values
+
+
+def markdown_table() -> str:
+    """The README's table of worker flags (a test checks that the README has exactly this)."""
+    lines = ["| flag | environment | type | default | what it sets |", "|---|---|---|---|---|"]
+    for option in OPTIONS:
+        kind = "/".join(option.choices) if option.choices else option.type_name
+        lines.append(f"| `{option.flag}` | `{option.env}` | {kind} | {option.shown_default()} | {option.help} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m streams.worker.options: print the README table
+    print(markdown_table())

@@ -1,0 +1,146 @@
+"""What a worker checks before it creates anything, and what it says once it is ready.
+
+Topics are created only once the worker can really start: a crashed first start must not leave topics behind
+that make the next attempt (say with another ``--partitions``) fail. So the data directory is created and
+locked, the web port is checked and the metrics server bound first; each failure is one error line
+(streams/errors.py). Faust's and aiokafka's own start-up messages stay below ``info`` (about 170 lines of
+partition tables per start) unless ``--log-level debug``; loopwatch says in one line when it is ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+from streams.errors import EXIT_UNAVAILABLE, CommandError
+from streams.worker.settings import WorkerSettings
+
+LOCK_FILE = "loopwatch-worker.lock"
+_OWN = {
+    "--data-dir": "LOOPWATCH_DATA_DIR",
+    "--web-port": "LOOPWATCH_WEB_PORT, 0 turns Faust's web server off",
+    "--metrics-port": "LOOPWATCH_METRICS_PORT, 0 turns metrics off",
+}
+
+
+def second_worker_hint(flag: str) -> str:
+    """Each worker on a host needs its own directory and ports; ``flag`` is the one that clashed."""
+    others = " and ".join(other for other in _OWN if other != flag)
+    return f"each worker on a host needs its own {flag} ({_OWN[flag]}), {others}"
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on the data directory for the life of the process (the kernel drops it on exit).
+
+    RocksDB locks each table partition's files only when Faust opens it, after joining the group: a second
+    worker on the same directory would retry for 30 s and then crash. This lock refuses it at once.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK_FILE
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        handle = open(self.path, "a+", encoding="ascii")  # noqa: SIM115 - held until release() or exit
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise CommandError(
+                    f"data directory in use by another worker (pid {holder})",
+                    str(self.path.parent),
+                    second_worker_hint("--data-dir"),
+                    code=EXIT_UNAVAILABLE,
+                ) from None
+            raise CommandError("cannot lock the data directory", str(self.path), exc.strerror) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        handle, self._file = self._file, None
+        if handle is not None:
+            handle.close()
+
+
+def prepare_data_dir(settings: WorkerSettings) -> tuple[Path, DataDirLock | None]:
+    """Create the data directory with its parents and, for RocksDB, lock it; returns its absolute path."""
+    directory = Path(settings.data_dir).expanduser().absolute()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            "cannot create the data directory", str(directory), f"{exc.strerror}; choose another --data-dir"
+        ) from None
+    if settings.store != "rocksdb":
+        return directory, None
+    lock = DataDirLock(directory)
+    lock.acquire()
+    return directory, lock
+
+
+def check_port_free(host: str, port: int, what: str, flag: str) -> None:
+    """Refuse a port another process listens on, before anything is created (bound again later by Faust)."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds: TIME_WAIT is no clash
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"{what} port in use", f"{host}:{port}", second_worker_hint(flag),
+                    code=EXIT_UNAVAILABLE,
+                ) from None  # fmt: skip
+            raise CommandError(f"cannot bind the {what} port", f"{host}:{port}", exc.strerror) from None
+
+
+def library_logging(log_level: str) -> dict[str, Any]:
+    """A Faust ``logging_config`` (merged into Faust's own) that keeps library loggers at warning and above."""
+    quiet = "DEBUG" if log_level == "debug" else "WARNING"
+    return {
+        "version": 1,
+        "merge": True,
+        "loggers": {name: {"level": quiet} for name in ("faust", "mode", "aiokafka", "kafka")},
+    }
+
+
+def announce_ready(
+    app: Any, settings: WorkerSettings, data_dir: Path, out: IO[str] = sys.stderr
+) -> Callable[[], Awaitable[None]]:
+    """The ``on_ready`` of :meth:`LoopwatchWorker.run`: one ``ready`` line, then a line per later reassignment."""
+    state = {"ready": False}
+    store = f"rocksdb in {data_dir}" if settings.store == "rocksdb" else "memory"
+    metrics = f"http://{settings.metrics_host}:{settings.metrics_port}/metrics" if settings.metrics_port else "off"
+
+    def assigned() -> str:
+        mine = [tp for tp in app.assignor.assigned_actives() if tp.topic == settings.events_topic]
+        return f"{len(mine)} of {settings.partitions} partitions of {settings.events_topic}"
+
+    def say(line: str) -> None:
+        with contextlib.suppress(OSError):
+            print(line, file=out, flush=True)
+
+    async def on_ready() -> None:
+        state["ready"] = True
+        say(f"loopwatch worker: ready: group {settings.group}, {assigned()}, store {store}, metrics {metrics}")
+
+    async def on_rebalance_complete(sender: Any = None, **kwargs: Any) -> None:
+        if state["ready"]:
+            say(f"loopwatch worker: partitions reassigned: {assigned()}")
+
+    app.on_rebalance_complete.connect(on_rebalance_complete, weak=False)
+    return on_ready

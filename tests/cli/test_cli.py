@@ -1,0 +1,418 @@
+"""The operator's first hour, as a user lives it: the real ``loopwatch`` executable, run from an empty directory.
+
+Every expected failure must be one line in the shape ``loopwatch <command>: <what failed> (<where>): <hint>``
+with its documented exit status, quickly, and no output may ever hold a traceback. Tests that need Kafka start
+their own embedded broker (and a TLS one) so that the default topic names and ports are theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from streams.broker import EmbeddedBroker
+from streams.errors import EXIT_CODES
+from streams.worker import options
+from streams.worker.settings import DEFAULT_METRICS_PORT, DEFAULT_WEB_PORT
+from tests.support.procs import REPO_ROOT, free_port, start_process, stop_process, wait_until
+
+LOOPWATCH = str(Path(sys.executable).parent / "loopwatch")
+COMMANDS = ("replay", "config", "config check", "broker", "worker", "publish", "tail", "whatif", "simulate")
+MARKUP = re.compile(r"``|:mod:|:func:|:class:|§|\(default: None\)|default PLAINTEXT\) \(default")
+READY_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def first_error(self) -> str:
+        return self.err.splitlines()[0] if self.err else ""
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without any LOOPWATCH_* setting: the defaults are what is tested."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_") and k != "PYTHONPATH"}
+    env.update(extra or {})
+    return env
+
+
+def lw(cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Result:
+    started = time.monotonic()
+    done = subprocess.run(
+        [LOOPWATCH, *args], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    result = Result(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+    assert "Traceback" not in result.out + result.err, result.err
+    return result
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> Path:
+    directory = tmp_path / "empty"
+    directory.mkdir()
+    return directory
+
+
+# --- no Kafka needed ---------------------------------------------------------------------------------------
+
+
+def test_version(empty: Path) -> None:
+    result = lw(empty, "--version")
+    assert (result.code, result.out.strip()) == (0, f"loopwatch {metadata.version('loopwatch')}")
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_every_help_is_plain_words(empty: Path, command: str) -> None:
+    result = lw(empty, *command.split(), "--help")
+    assert result.code == 0 and result.err == ""
+    assert not MARKUP.search(result.out), MARKUP.search(result.out)
+    assert "usage: loopwatch" in result.out
+
+
+def test_top_level_help_has_the_exit_code_table(empty: Path) -> None:
+    text = lw(empty, "--help").out
+    for code, _ in EXIT_CODES:
+        assert re.search(rf"^\s+{code}\s+\S", text, re.MULTILINE), code
+
+
+def test_bad_flag_is_one_line(empty: Path) -> None:
+    result = lw(empty, "worker", "--partitions", "x")
+    assert result.code == 2
+    assert result.err == "loopwatch worker: 'x' is not an integer (--partitions): see 'loopwatch worker --help'\n"
+    result = lw(empty, "simulate")
+    assert result.code == 2
+    assert result.first_error == (
+        "loopwatch simulate: the following arguments are required: --gateways, --rate, --duration: "
+        "see 'loopwatch simulate --help'"
+    )
+
+
+def test_bad_environment_variable_names_itself_and_only_stops_the_worker(empty: Path) -> None:
+    result = lw(empty, "worker", env={"LOOPWATCH_PARTITIONS": "twelve"})
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch worker: LOOPWATCH_PARTITIONS='twelve' is not an integer: see 'loopwatch worker --help'\n",
+    )
+    assert lw(empty, "config", "--help", env={"LOOPWATCH_PARTITIONS": "twelve"}).code == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tail"],
+        ["publish", "events.jsonl"],
+        ["simulate", "--gateways", "1", "--rate", "1", "--duration", "1", "--bootstrap", "{b}"],
+        ["replay", "--topic", "loopwatch.events", "--bootstrap", "{b}"],
+        ["whatif", "--topic", "loopwatch.events", "--bootstrap", "{b}", "--candidate", "candidate.json5"],
+        ["worker", "--store", "memory"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_no_broker_is_one_line_for_every_command(empty: Path, argv: list[str]) -> None:
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    (empty / "candidate.json5").write_text("{}", encoding="utf-8")
+    bootstrap = f"127.0.0.1:{free_port()}"
+    args = [a.replace("{b}", bootstrap) for a in argv]
+    if "{b}" not in " ".join(argv):
+        args += ["--bootstrap", bootstrap]
+    if args[0] == "worker" and (port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT)):
+        args += ["--web-port", "0", "--metrics-port", "0"]
+    result = lw(empty, *args)
+    assert result.code == 3
+    assert result.err == (
+        f"loopwatch {argv[0]}: cannot connect to Kafka ({bootstrap}): nothing listens there; start a broker "
+        "(loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP at one\n"
+    )
+    assert result.seconds < 10
+    assert not list(empty.glob(".state")) or argv[0] == "worker"  # only the worker has a data directory
+
+
+def test_config_errors_are_one_line(empty: Path) -> None:
+    (empty / "bad.json5").write_text("{\n tools: ]\n}", encoding="utf-8")
+    result = lw(empty, "config", "check", "bad.json5")
+    assert result.code == 2
+    assert result.first_error.startswith("loopwatch config check: cannot use the config file (bad.json5:2:")
+    result = lw(empty, "replay", "--events", "missing.jsonl")
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch replay: cannot read the events file (missing.jsonl): No such file or directory\n",
+    )
+
+
+def test_readme_config_check_example_is_the_real_output(empty: Path) -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(
+        r"```json5\n(?P<file>.*?)```\n+```console\n\$ loopwatch config check openclaw\.json5\n(?P<out>.*?)```",
+        readme,
+        re.DOTALL,
+    )
+    assert match, "the README's config check example (a json5 block, then the console block) is missing"
+    (empty / "openclaw.json5").write_text(match["file"], encoding="utf-8")
+    done = subprocess.run(
+        [LOOPWATCH, "config", "check", "openclaw.json5"],
+        cwd=empty,
+        env=clean_env({"PYTHONUNBUFFERED": "1"}),  # as in a terminal: each line as it is written
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == match["out"]
+
+
+def test_readme_worker_flag_table_is_generated_from_the_options() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- worker-flags: python -m streams.worker.options -->\n", "\n<!-- /worker-flags -->"
+    assert begin in readme and end in readme
+    table = readme.split(begin, 1)[1].split(end, 1)[0]
+    assert table == options.markdown_table(), "regenerate with: .venv/bin/python -m streams.worker.options"
+    assert all(o.env.startswith("LOOPWATCH_") for o in options.OPTIONS)
+    assert len({o.env for o in options.OPTIONS}) == len(options.OPTIONS)
+
+
+def test_readme_exit_code_table_lists_every_status() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    for code, meaning in EXIT_CODES:
+        assert f"| {code} | {meaning} |" in readme, code
+
+
+# --- with a broker -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    embedded = EmbeddedBroker(log_path=tmp_path_factory.mktemp("cli-broker") / "tansu.log")
+    embedded.start()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+@dataclass
+class RunningWorker:
+    directory: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+    seconds_to_ready: float
+
+    def output(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+CONFIG = "{ tools: { loopDetection: { enabled: true } } }\n"
+
+
+@pytest.fixture(scope="module")
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWorker]:
+    """``loopwatch worker --bootstrap B`` from an empty directory: every other setting is a default (or a
+    LOOPWATCH_* variable: short sessions for the embedded broker, the config, storms of 2 runs)."""
+    if port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT):
+        pytest.skip(f"the default ports {DEFAULT_WEB_PORT}/{DEFAULT_METRICS_PORT} are taken on this machine")
+    directory = tmp_path_factory.mktemp("worker-home")
+    (directory / "openclaw.json5").write_text(CONFIG, encoding="utf-8")
+    env = clean_env({"LOOPWATCH_EMBEDDED": "1", "LOOPWATCH_CONFIG": "openclaw.json5", "LOOPWATCH_STORM_RUNS": "2"})
+    log = directory.parent / f"{directory.name}.log"
+    started = time.monotonic()
+    proc = start_process([LOOPWATCH, "worker", "--bootstrap", broker.bootstrap], env=env, log_path=log, cwd=directory)
+    running = RunningWorker(directory, log, proc, env, 0.0)
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}:\n{running.output()[-3000:]}")
+            return "loopwatch worker: ready" in running.output()
+
+        wait_until(ready, READY_TIMEOUT, 0.1, message="worker ready")
+        running.seconds_to_ready = time.monotonic() - started
+        yield running
+    finally:
+        stop_process(proc, 20)
+
+
+@pytest.mark.integration
+def test_worker_from_an_empty_directory_creates_its_data_dir_and_says_ready(worker: RunningWorker) -> None:
+    data_dir = worker.directory / ".state" / "worker"
+    assert data_dir.is_dir()
+    lines = worker.output().splitlines()
+    ready = next(line for line in lines if line.startswith("loopwatch worker: ready"))
+    assert ready == (
+        f"loopwatch worker: ready: group loopwatch, 12 of 12 partitions of loopwatch.events, store rocksdb in "
+        f"{data_dir}, metrics http://127.0.0.1:{DEFAULT_METRICS_PORT}/metrics"
+    )
+    assert lines[0].startswith(
+        f"loopwatch worker: starting: group loopwatch, 12 partitions, store rocksdb, data dir {data_dir}"
+    )
+    before_ready = lines[: lines.index(ready)]
+    assert len(before_ready) <= 6, "\n".join(before_ready)  # Faust's ~170 lines of start-up tables stay quiet
+    assert not any("Traceback" in line or "|" in line for line in lines)
+
+
+@pytest.mark.integration
+def test_a_second_worker_on_the_same_host_is_told_what_to_change(worker: RunningWorker, broker: EmbeddedBroker) -> None:
+    pid = worker.proc.pid
+    data_dir = worker.directory / ".state" / "worker"
+    group = ["--group", "second", "--partitions", "3"]  # would create other topics, if it created any
+    same = lw(worker.directory, "worker", "--bootstrap", broker.bootstrap, *group, env=worker.env)
+    assert same.code == 3 and same.seconds < 15
+    assert same.err == (
+        f"loopwatch worker: data directory in use by another worker (pid {pid}) ({data_dir}): each worker on a "
+        "host needs its own --data-dir (LOOPWATCH_DATA_DIR), --web-port and --metrics-port\n"
+    )
+    own_dir = lw(
+        worker.directory, "worker", "--bootstrap", broker.bootstrap, *group, "--data-dir", "w2", env=worker.env
+    )
+    assert own_dir.code == 3
+    assert own_dir.err == (
+        f"loopwatch worker: web port in use (127.0.0.1:{DEFAULT_WEB_PORT}): each worker on a host needs its own "
+        "--web-port (LOOPWATCH_WEB_PORT, 0 turns Faust's web server off), --data-dir and --metrics-port\n"
+    )
+    no_web = lw(
+        worker.directory, "worker", "--bootstrap", broker.bootstrap, *group, "--data-dir", "w2", "--web-port", "0",
+        env=worker.env,
+    )  # fmt: skip
+    assert no_web.code == 3
+    assert no_web.err == (
+        f"loopwatch worker: metrics port in use (127.0.0.1:{DEFAULT_METRICS_PORT}): each worker on a host needs "
+        "its own --metrics-port (LOOPWATCH_METRICS_PORT, 0 turns metrics off), --data-dir and --web-port\n"
+    )
+    topics = lw(worker.directory, "tail", "--bootstrap", broker.bootstrap, "--topic", "second-runs-changelog")
+    assert topics.err.startswith("loopwatch tail: no such topic (second-runs-changelog)")  # nothing was created
+
+
+def _events(run: str, count: int) -> list[dict[str, object]]:
+    now = int(time.time() * 1000)
+    return [
+        {
+            "type": "tool_call", "event_id": f"{run}-e{i}", "gateway_id": "gw-cli", "agent_id": "main",
+            "session_id": f"{run}-s", "run_id": run, "ts": now + i, "tool": "read", "call_id": f"{run}-c{i}",
+            "args": {"path": "/repo/same.txt"}, "result": "the same text",
+        }
+        for i in range(count)
+    ]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_tail_renders_every_topic_by_record_type(worker: RunningWorker, broker: EmbeddedBroker) -> None:
+    home = worker.directory
+    records = [json.dumps(e) for run in ("cli-r1", "cli-r2") for e in _events(run, 11)]  # the 11th call warns
+    (home / "events.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
+    sent = lw(home, "publish", "events.jsonl", "--bootstrap", broker.bootstrap)
+    assert (sent.code, sent.out) == (0, "sent 22 events to loopwatch.events\n")
+    (home / "bad.jsonl").write_text('{"type": "tool_\n', encoding="utf-8")
+    bad = lw(home, "publish", "bad.jsonl", "--raw", "--bootstrap", broker.bootstrap)
+    assert (bad.code, bad.out) == (0, "sent 1 record to loopwatch.events\n")
+
+    def tail(topic: str, count: int, *, quiet: bool = True) -> list[str]:
+        result = lw(
+            home, "tail", "--bootstrap", broker.bootstrap, "--topic", topic, "--from-beginning", "--max", str(count),
+            "--timeout", "45",
+        )  # fmt: skip
+        assert result.code == 0, result.err + worker.output()[-3000:]
+        skipped = re.compile(
+            r"loopwatch tail: warning: skipping a record that is not a JSON object \(loopwatch\.events\[\d+\]@\d+, "
+            r"15 bytes\)\n"
+        )
+        assert result.err == "" if quiet else skipped.fullmatch(result.err) or result.err == "", result.err
+        return result.out.splitlines()
+
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+    verdicts = tail("loopwatch.verdicts", 2)
+    assert all(
+        re.fullmatch(stamp + r" WARNING generic_repeat 10 \(threshold 10\) gw=gw-cli agent=main run=cli-r[12] "
+                     r"tool=read \| WARNING: .*", line)
+        for line in verdicts
+    ), verdicts  # fmt: skip
+    events = tail("loopwatch.events", 22, quiet=False)  # the bad record is not a JSON object: skipped with a warning
+    assert sum(" EVENT   tool_call gw=gw-cli agent=main run=cli-r" in line for line in events) == 22
+    assert all("the same text" not in line and "/repo" not in line for line in events)
+    dead = tail("loopwatch.dead-letter", 1)
+    assert re.fullmatch(
+        stamp + r" DEAD    not_json loopwatch\.events\[\d+\]@\d+ key=- 15 bytes sha256=[0-9a-f]{12} \| .+", dead[0]
+    ), dead
+    alerts = tail("loopwatch.fleet-alerts", 1)
+    assert re.fullmatch(
+        stamp + r" STORM   signature generic_repeat tool=read outcome=[0-9a-f]{12} 2 runs \(threshold 2\) "
+        r"verdicts=\d+ gateways=gw-cli window=300s alert=[0-9a-f]{12}",
+        alerts[0],
+    ), alerts
+    as_json = lw(home, "tail", "--bootstrap", broker.bootstrap, "--from-beginning", "--max", "1", "--json")
+    assert json.loads(as_json.out)["decision"] == "warning"  # --json: the record as published
+
+
+@pytest.mark.integration
+def test_broker_on_a_taken_port_is_one_line(broker: EmbeddedBroker, empty: Path) -> None:
+    result = lw(empty, "broker", "--port", str(broker.port))
+    assert result.code == 3 and result.seconds < 10  # at once: no readiness wait (start-up is ~1-2 s of imports)
+    assert result.err == (
+        f"loopwatch broker: port in use ({broker.bootstrap}): another broker or program listens there; pick another "
+        "--port (0: a free one)\n"
+    )
+    assert "\x1b[" not in result.err and result.out == ""
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedBroker, Path]]:
+    from tests.support.certs import make_pki
+
+    pki = make_pki(tmp_path_factory.mktemp("cli-pki"))
+    embedded = EmbeddedBroker(tls_cert=pki.server_cert, tls_key=pki.server_key)
+    embedded.start()
+    try:
+        yield embedded, pki.ca
+    finally:
+        embedded.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["tail", "publish"])
+def test_tls_client_on_a_plaintext_listener(
+    broker: EmbeddedBroker, empty: Path, tls_broker: tuple[EmbeddedBroker, Path], command: str
+) -> None:
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    target = ["events.jsonl"] if command == "publish" else ["--timeout", "3"]
+    _, ca = tls_broker
+    result = lw(
+        empty, command, *target, "--bootstrap", broker.bootstrap, "--security-protocol", "SSL", "--ssl-cafile", str(ca)
+    )
+    limit = "3" if command == "tail" else "5"
+    startup = lw(empty, command, "--help").seconds  # the machine's start-up cost, measured alike
+    assert result.code == 3 and result.seconds < startup + float(limit) + 3  # was 16 s and a bare TimeoutError
+    assert result.err == (
+        f"loopwatch {command}: no TLS handshake within {limit} s ({broker.bootstrap}): the listener does not speak "
+        "TLS (a plaintext listener?); use the broker's TLS port or --security-protocol PLAINTEXT\n"
+    )
+
+
+@pytest.mark.integration
+def test_plaintext_client_on_a_tls_listener(empty: Path, tls_broker: tuple[EmbeddedBroker, Path]) -> None:
+    tls, _ = tls_broker
+    result = lw(empty, "tail", "--bootstrap", tls.bootstrap)
+    assert result.code == 3 and result.seconds < 10  # was 16 s and a bare TimeoutError
+    assert result.err == (
+        f"loopwatch tail: the broker closed the connection without a Kafka answer ({tls.bootstrap}): the listener "
+        "may expect TLS; use --security-protocol SSL (with --ssl-cafile CA)\n"
+    )
