@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 CURRENT_EVENT_VERSION = 1
-EVENT_TYPES: tuple[str, ...] = ("tool_call", "tool_result", "compaction_retry")
+EVENT_TYPES: tuple[str, ...] = ("tool_call", "tool_result", "compaction_retry", "model_usage")
 
 _HEX64 = r"^[0-9a-f]{64}$"
 _RESULT_HASH = r"^(error:)?[0-9a-f]{64}$"
@@ -245,13 +245,44 @@ class CompactionRetryEvent(EventBase):
     type: Literal["compaction_retry"]
 
 
-Event: TypeAlias = Annotated[
-    ToolCallEvent | ToolResultEvent | CompactionRetryEvent,
-    Field(discriminator="type"),
-]
-EVENT_ADAPTER: TypeAdapter[ToolCallEvent | ToolResultEvent | CompactionRetryEvent] = TypeAdapter(Event)
-EVENT_MODELS: dict[str, type[ToolCallEvent] | type[ToolResultEvent] | type[CompactionRetryEvent]] = {
+TokenCount = Annotated[int, Field(ge=0, le=2**53)]
+
+
+class ModelUsageEvent(EventBase):
+    """What one model call of the run consumed, as the gateway accounted it. Never shown to the detectors: it
+    only prices the loops they find (:mod:`streams.loop_cost`). Older workers dead-letter it as
+    ``unknown_type``; every other record is unchanged, so the extension keeps ``version`` 1."""
+
+    type: Literal["model_usage"]
+    provider: str | None = None
+    model: str | None = None
+    input_tokens: TokenCount = 0
+    output_tokens: TokenCount = 0
+    cache_read_tokens: TokenCount = 0
+    cache_write_tokens: TokenCount = 0
+    cost_usd: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            allow_inf_nan=False,
+            description="The call's cost in US dollars as the gateway priced it; null when it has no price.",
+        ),
+    ] = None
+
+    @property
+    def tokens(self) -> int:
+        """All tokens of the call: input, output and both cache kinds."""
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+AnyEvent: TypeAlias = ToolCallEvent | ToolResultEvent | CompactionRetryEvent | ModelUsageEvent
+Event: TypeAlias = Annotated[AnyEvent, Field(discriminator="type")]
+EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(Event)
+EVENT_MODELS: dict[
+    str, type[ToolCallEvent] | type[ToolResultEvent] | type[CompactionRetryEvent] | type[ModelUsageEvent]
+] = {
     "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent,
     "compaction_retry": CompactionRetryEvent,
+    "model_usage": ModelUsageEvent,
 }

@@ -82,6 +82,27 @@ class Verdict(BaseModel):
         description="The semantics profile (OpenClaw generation) whose rules decided this verdict.",
     )
     version: StrictInt = CURRENT_VERDICT_VERSION
+    tokens_in_loop: StrictInt | None = Field(
+        default=None,
+        description=(
+            "Tokens the run's model calls consumed since this loop's first decision (streams.loop_cost); null"
+            " when the run reported no model usage."
+        ),
+    )
+    cost_usd_in_loop: StrictFloat | StrictInt | None = Field(
+        default=None,
+        description="Their cost in US dollars; null unless the gateway priced every one of those model calls.",
+    )
+    saved_tokens_estimate: StrictInt | None = Field(
+        default=None,
+        description=(
+            "Estimated tokens a block or abort saved: the loop's mean tokens per model call times the calls"
+            " avoided (1 per block, criticalThreshold per abort); null for warnings and when usage is unknown."
+        ),
+    )
+    saved_cost_usd_estimate: StrictFloat | StrictInt | None = Field(
+        default=None, description="The same estimate in US dollars; null when the cost is unknown."
+    )
 
     @field_validator("source", mode="before")
     @classmethod

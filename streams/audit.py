@@ -26,13 +26,13 @@ from typing import Any, Final
 
 import orjson
 
-from schemas import Event, SourceRef
+from schemas import Event, ModelUsageEvent, SourceRef
 from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept, scope_key, to_tool_event
 from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
-from streams.runner import Replayer
+from streams.runner import Replayer, costs_of
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
 
@@ -362,6 +362,10 @@ class ExplainedDecision:
     threshold: int
     published: bool
     message: str
+    tokens_in_loop: int | None = None
+    cost_usd_in_loop: float | None = None
+    saved_tokens_estimate: int | None = None
+    saved_cost_usd_estimate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +381,7 @@ class ExplainStep:
     decisions: list[ExplainedDecision]
     detection_enabled: bool
     restart: str | None = None  # why the scope's state was emptied right before this event (worker expiry)
+    usage: dict[str, Any] | None = None  # a model_usage event: its tokens and cost
 
 
 def run_matches(event: Event, run: str) -> bool:
@@ -403,10 +408,14 @@ def explain_run(
         event = pe.event
         if not run_matches(event, run):
             continue
-        tool_event = to_tool_event(event)
         restart = restarts.get(pe.index) if restarts is not None else None
         if restart is not None:
-            replayer.restart(tool_event.scope)
+            replayer.restart(scope_key(event))
+        if isinstance(event, ModelUsageEvent):
+            replayer.apply(event)
+            steps.append(_usage_step(pe.label, event, restart))
+            continue
+        tool_event = to_tool_event(event)
         before = replayer.state(tool_event.scope)
         loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
         sig: str | None = None
@@ -440,14 +449,40 @@ def explain_run(
                 result_hash=result_hash,
                 counts=counts,
                 decisions=[
-                    ExplainedDecision(d.decision, d.detector, d.count, d.threshold, d.published, d.message)
-                    for d in result.decisions
+                    ExplainedDecision(
+                        d.decision,
+                        d.detector,
+                        d.count,
+                        d.threshold,
+                        d.published,
+                        d.message,
+                        **(cost.verdict_fields() if cost is not None else {}),
+                    )
+                    for d, cost in zip(result.decisions, costs_of(result), strict=True)
                 ],
                 detection_enabled=loop.enabled,
                 restart=restart,
             )
         )
     return steps
+
+
+def _usage_step(label: str, event: ModelUsageEvent, restart: str | None) -> ExplainStep:
+    figures = {"model": event.model, "tokens": event.tokens, "cost_usd": event.cost_usd}
+    return ExplainStep(label, event.type, event.event_id, "", None, None, None, None, [], True, restart, figures)
+
+
+def loop_cost_text(tokens: int | None, cost: float | None, saved_tokens: int | None, saved_cost: float | None) -> str:
+    """``in loop: N tokens, $C; saved ~M tokens, ~$S`` (``unknown`` where the figures are null): one wording for
+    explain and what-if."""
+    if tokens is None:
+        return "in loop: usage unknown"
+    text = f"in loop: {tokens} tokens, " + (f"${cost:.4f}" if cost is not None else "cost unknown")
+    if saved_tokens is not None:
+        text += f"; saved ~{saved_tokens} tokens, " + (
+            f"~${saved_cost:.4f}" if saved_cost is not None else "cost unknown"
+        )
+    return text
 
 
 def _h(value: str | None) -> str:
@@ -462,6 +497,13 @@ def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig,
     for s in steps:
         if s.restart is not None:
             lines.append(f"{'':>10}{s.restart}")
+        if s.usage is not None:
+            cost = s.usage["cost_usd"]
+            priced = f"${cost:.4f}" if cost is not None else "unpriced"
+            lines.append(
+                f"{s.label:>8}  {s.type:<16} {s.usage['model'] or '-':<18} {s.usage['tokens']} tokens, {priced}"
+            )
+            continue
         head = f"{s.label:>8}  {s.type:<16} {s.tool or '-':<18} call={s.call_id or '-'}"
         head += f" args={_h(s.args_hash)} result={_h(s.result_hash)}"
         lines.append(head)
@@ -478,6 +520,9 @@ def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig,
                 f"{'':>10}-> {d.decision.upper()} {d.detector}: count {d.count} >= threshold {d.threshold}, "
                 f"{shown}: {d.message}"
             )
+            if d.tokens_in_loop is not None:
+                figures = (d.tokens_in_loop, d.cost_usd_in_loop, d.saved_tokens_estimate, d.saved_cost_usd_estimate)
+                lines.append(f"{'':>13}{loop_cost_text(*figures)}")
     return "\n".join(lines) + "\n"
 
 

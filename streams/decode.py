@@ -36,6 +36,7 @@ from schemas.events import (
     EVENT_MODELS,
     EVENT_TYPES,
     Event,
+    ModelUsageEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -242,6 +243,8 @@ def to_tool_event(event: Event) -> ToolEvent:
     dedup_key = event.gateway_id + "\x00" + event.event_id
     if event.type == "compaction_retry":
         return ToolEvent("compaction_retry", scope, "", None, MISSING, None, None, dedup_key)
+    if isinstance(event, ModelUsageEvent):
+        raise TypeError("model_usage events never reach the detection core (see streams.runner.step)")
     return ToolEvent(
         event.type,
         scope,

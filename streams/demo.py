@@ -140,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(args.seed),
             "--malformed",
             "0.01",
+            "--usage",
             "--bootstrap",
             bootstrap,
             "--realtime",

@@ -19,6 +19,7 @@ from prometheus_client.process_collector import ProcessCollector
 from schemas import EVENT_TYPES, DecisionName, DetectorId
 from schemas.fleet_alert import StormKind
 from streams.decode import REJECT_REASONS
+from streams.loop_cost import LoopCost
 
 LATENCY_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -94,6 +95,7 @@ class WorkerMetrics:
             "Records on the verdicts or storm-signal topics the storm counter could not read",
             registry=r,
         )
+        self._init_loop_cost(r)
         for kind in get_args(StormKind):
             for detector in get_args(DetectorId):
                 self.fleet_alerts.labels(kind=kind, detector=detector)
@@ -116,6 +118,41 @@ class WorkerMetrics:
     def count_verdict(self, decision: str, detector: str) -> None:
         child = self.verdicts_by_kind.get((decision, detector))
         (child or self.verdicts.labels(decision=decision, detector=detector)).inc()
+
+    def _init_loop_cost(self, r: CollectorRegistry) -> None:
+        """What loops cost, by detector and decision (streams.loop_cost; no run labels), all children at 0."""
+        labels = ["decision", "detector"]
+        self.loop_tokens = Counter("loopwatch_loop_tokens", "Model tokens runs spent in loops", labels, registry=r)
+        self.loop_cost = Counter(
+            "loopwatch_loop_cost_usd", "US dollars runs spent in loops (priced model calls)", labels, registry=r
+        )
+        self.saved_tokens = Counter(
+            "loopwatch_saved_tokens_estimate", "Estimated model tokens blocks and aborts saved", labels, registry=r
+        )
+        self.saved_cost = Counter(
+            "loopwatch_saved_cost_usd_estimate", "Estimated US dollars blocks and aborts saved", labels, registry=r
+        )
+        self.loop_cost_children = {
+            (decision, detector): tuple(
+                c.labels(decision=decision, detector=detector)
+                for c in (self.loop_tokens, self.loop_cost, self.saved_tokens, self.saved_cost)
+            )
+            for decision in get_args(DecisionName)
+            for detector in get_args(DetectorId)
+        }
+
+    def count_loop_cost(self, decision: str, detector: str, cost: LoopCost | None) -> None:
+        """Add one published verdict's loop cost (nothing when the run's usage is unknown)."""
+        if cost is None or cost.tokens_in_loop is None:
+            return
+        children = self.loop_cost_children.get((decision, detector))
+        if children is None:
+            return
+        tokens, dollars, saved_tokens, saved_dollars = children
+        tokens.inc(cost.tokens_since_reported)
+        dollars.inc(cost.cost_usd_since_reported)
+        saved_tokens.inc(cost.saved_tokens or 0)
+        saved_dollars.inc(cost.saved_cost_usd or 0.0)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose ``/metrics`` on ``host:port`` from a daemon thread."""

@@ -9,14 +9,16 @@ worker applies :func:`step` to the state it reads from its table; everything off
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import CURRENT_VERDICT_VERSION, Event, SourceRef, Verdict, verdict_id
+from schemas import CURRENT_VERDICT_VERSION, Event, ModelUsageEvent, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key, to_tool_event
 from streams.detection import Decision, RunState
 from streams.detection.profiles import DEFAULT_PROFILE, apply
+from streams.detection.state import EMPTY
+from streams.loop_cost import LoopCost, UsageBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,14 +29,24 @@ class Step:
     state: RunState
     decisions: list[Decision]
     profile: str  # the semantics profile that judged the event
+    costs: list[LoopCost] = field(default_factory=list)  # one per decision when a UsageBook was given
 
 
-def step(state: RunState | None, event: Event, config: LoadedConfig) -> Step:
-    """Apply ``event`` to ``state``, the state of its run (None: the run has none yet)."""
-    tool_event = to_tool_event(event)
+def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
+    """Apply ``event`` to ``state``, the state of its run (None: the run has none yet).
+
+    A ``model_usage`` event never reaches the detectors: it goes to ``usage`` (when given) and leaves the
+    run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`)."""
     loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
+    if isinstance(event, ModelUsageEvent):
+        scope = scope_key(event)
+        if usage is not None:
+            usage.record(scope, event)
+        return Step(scope, state or EMPTY, [], loop.profile)
+    tool_event = to_tool_event(event)
     new_state, decisions = apply(state, tool_event, loop)
-    return Step(tool_event.scope, new_state, decisions, loop.profile)
+    costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
+    return Step(tool_event.scope, new_state, decisions, loop.profile, costs)
 
 
 class Replayer:
@@ -45,7 +57,7 @@ class Replayer:
     ones (what the worker sends), or every one with ``include_all``.
     """
 
-    __slots__ = ("config", "include_all", "states")
+    __slots__ = ("config", "include_all", "states", "usage")
 
     def __init__(
         self, config: LoadedConfig, states: Mapping[str, RunState | None] | None = None, *, include_all: bool = False
@@ -53,6 +65,7 @@ class Replayer:
         self.config = config
         self.include_all = include_all
         self.states: dict[str, RunState | None] = dict(states) if states else {}
+        self.usage = UsageBook()  # the runs' model usage: prices their decisions, never changes one
 
     def state(self, scope: str) -> RunState | None:
         return self.states.get(scope)
@@ -60,18 +73,19 @@ class Replayer:
     def restart(self, scope: str) -> None:
         """Forget ``scope``'s state: its next event starts the run afresh (as after the worker expired it)."""
         self.states[scope] = None
+        self.usage.runs.pop(scope, None)  # the worker's envelope carries both, and expiry drops both
 
     def apply(self, event: Event) -> Step:
         """Apply ``event`` to its run's state and keep the new one."""
-        result = step(self.states.get(scope_key(event)), event, self.config)
+        result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
         self.states[result.scope] = result.state
         return result
 
-    def counted(self, result: Step) -> list[Decision]:
-        """The decisions of ``result`` that count (see the class docstring)."""
-        if self.include_all:
-            return result.decisions
-        return [d for d in result.decisions if d.published]
+    def counted(self, result: Step) -> list[tuple[Decision, LoopCost | None]]:
+        """The decisions of ``result`` that count (see the class docstring), each with its loop cost."""
+        return [
+            (d, c) for d, c in zip(result.decisions, costs_of(result), strict=True) if self.include_all or d.published
+        ]
 
     def records(self, event: Event, index: int, source: SourceRef | None = None) -> list[dict[str, Any]]:
         """Apply ``event``; one replay output record per counted decision: its verdict plus ``index`` (line or
@@ -83,10 +97,10 @@ class Replayer:
                 "index": index,
                 "published": decision.published,
                 **to_verdict(
-                    event, decision, config_hash=config_hash, source=source, profile=result.profile
+                    event, decision, config_hash=config_hash, source=source, profile=result.profile, cost=cost
                 ).model_dump(mode="json"),
             }
-            for decision in self.counted(result)
+            for decision, cost in self.counted(result)
         ]
 
 
@@ -97,6 +111,7 @@ def to_verdict(
     config_hash: str,
     source: SourceRef | None = None,
     profile: str = DEFAULT_PROFILE,
+    cost: LoopCost | None = None,
 ) -> Verdict:
     return Verdict(
         verdict_id=verdict_id(event.gateway_id, event.event_id, decision.decision, decision.detector),
@@ -119,7 +134,13 @@ def to_verdict(
         config_hash=config_hash,
         profile=profile,
         version=CURRENT_VERDICT_VERSION,
+        **(cost.verdict_fields() if cost is not None else {}),
     )
 
 
-__all__ = ["Replayer", "Step", "step", "to_verdict"]
+def costs_of(result: Step) -> list[LoopCost | None]:
+    """One cost (or None) per decision of ``result``, aligned for ``zip``."""
+    return list(result.costs) if result.costs else [None] * len(result.decisions)
+
+
+__all__ = ["Replayer", "Step", "costs_of", "step", "to_verdict"]

@@ -10,6 +10,10 @@ Time is simulated: record ``i`` of ``rate * duration`` gets ``ts = start + i * 1
 out in time order and the events of one run keep their order. The start time and every event, run and session
 id derive from the seed (:func:`start_of`, :func:`seed_tag`), so two simulations with different seeds can share
 a topic without being taken for duplicates; a caller that sends in real time passes the wall clock as start.
+
+With ``usage``, the model call that chose each tool call reports its tokens and cost first (a ``model_usage``
+event: a context that grows call by call, a priced model, and an unpriced local one for some runs). The
+numbers come from a second generator; dropping the usage events leaves traffic with the very same decisions.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ RUNS_PER_GATEWAY: Final = 4  # concurrent runs per gateway: their events interle
 PROGRESSING_CALLS: Final = (4, 30)  # calls in a healthy ("progressing") run, inclusive bounds
 SEPARATE_RESULT_SHARE: Final = 0.15  # calls whose outcome comes as a later tool_result event
 OVERSIZED_BYTES: Final = 1_048_576 + 4096  # just above streams.decode.DEFAULT_MAX_BYTES
+#: Simulated models: (provider, model, US dollars per million input / output / cache-read tokens, or None).
+MODELS: Final = (
+    ("anthropic", "claude-sonnet-4-5", (3.0, 15.0, 0.30)),
+    ("openai", "gpt-5.1", (1.25, 10.0, 0.125)),
+    ("ollama", "qwen3-coder", None),  # a local model: no price
+)
 
 Archetype: TypeAlias = Literal[
     "progressing",
@@ -354,7 +364,7 @@ def prehash(event: Event) -> Event:
     A process poll/log call also carries ``poll_action`` (the one fact about its arguments the poll detector
     needs); a send's receipts are already stripped inside its outcome hash.
     """
-    if event["type"] == "compaction_retry":
+    if event["type"] not in ("tool_call", "tool_result"):
         return event
     tool: str = event["tool"]
     args = event["args"]
@@ -373,13 +383,46 @@ def prehash(event: Event) -> Event:
     return hashed
 
 
+def _with_usage(rng: random.Random, steps: list[Event]) -> list[Event]:
+    """Each tool call preceded by the usage of the model call that made it (``steps`` of one run)."""
+    provider, model, price = MODELS[rng.randrange(len(MODELS))]
+    context = rng.randint(1_500, 6_000)
+    out: list[Event] = []
+    for body in steps:
+        if body["type"] == "tool_call":
+            context += rng.randint(150, 900)  # the previous call and its result joined the context
+            cached = int(context * rng.uniform(0.5, 0.9))
+            fresh, output = context - cached, rng.randint(40, 400)
+            usage: Event = {
+                "type": "model_usage",
+                "provider": provider,
+                "model": model,
+                "input_tokens": fresh,
+                "output_tokens": output,
+                "cache_read_tokens": cached,
+                "cost_usd": None
+                if price is None
+                else round((fresh * price[0] + output * price[1] + cached * price[2]) / 1e6, 8),
+            }
+            out.append(usage)
+        out.append(body)
+    return out
+
+
 class _Fleet:
     def __init__(
-        self, *, gateways: int, seed: int, hashed: bool, progressing_calls: tuple[int, int] = PROGRESSING_CALLS
+        self,
+        *,
+        gateways: int,
+        seed: int,
+        hashed: bool,
+        progressing_calls: tuple[int, int] = PROGRESSING_CALLS,
+        usage: bool = False,
     ) -> None:
         if gateways < 1:
             raise ValueError("gateways must be at least 1")
         self.rng = random.Random(seed)
+        self.usage_rng = random.Random(f"usage-{seed}") if usage else None
         self.hashed = hashed
         self.scripts = _Scripts(self.rng, progressing_calls)
         tag = seed_tag(seed)
@@ -418,7 +461,8 @@ class _Fleet:
 
     def _steps(self, run: _Run) -> list[Event]:
         tag = run.run_id or run.session_id
-        return _finish(self.rng, tag, self._builders[run.archetype](tag))
+        steps = _finish(self.rng, tag, self._builders[run.archetype](tag))
+        return steps if self.usage_rng is None else _with_usage(self.usage_rng, steps)
 
     def next_event(self, ts: int) -> tuple[str, Event]:
         index = self.rng.randrange(len(self.slots))
@@ -490,11 +534,18 @@ def _ts(start_ms: int, i: int, rate: float) -> int:
 
 
 def simulate_events(
-    *, gateways: int, rate: float, duration: float, seed: int, hashed: bool = False, start_ms: int | None = None
+    *,
+    gateways: int,
+    rate: float,
+    duration: float,
+    seed: int,
+    hashed: bool = False,
+    start_ms: int | None = None,
+    usage: bool = False,
 ) -> Iterator[Event]:
     """The fleet's valid events as dicts, in time order (``rate * duration`` of them)."""
     total = _check(rate, duration, 0.0)
-    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed)
+    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage)
     start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
         yield fleet.next_event(_ts(start, i, rate))[1]
@@ -520,6 +571,7 @@ def simulate(
     malformed: float = 0.0,
     oversized: bool = False,
     start_ms: int | None = None,
+    usage: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` Kafka records in time order; key = the event's scope key (design §1).
 
@@ -528,7 +580,7 @@ def simulate(
     """
     total = _check(rate, duration, malformed)
     kinds = MALFORMED_KINDS if oversized else MALFORMED_KINDS[:-1]
-    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed)
+    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage)
     start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
         ts = _ts(start, i, rate)

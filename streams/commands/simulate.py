@@ -43,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
     p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")
     p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
+    p.add_argument("--usage", action="store_true", help="precede each tool call by its model call's usage")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
     target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
@@ -88,6 +89,7 @@ def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
         malformed=args.malformed,
         oversized=args.oversized,
         start_ms=start_ms,
+        usage=args.usage,
     )
 
 

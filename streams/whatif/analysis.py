@@ -19,6 +19,7 @@ from schemas import Event
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection.types import DecisionKind
+from streams.loop_cost import CostTotals, LoopCost, add_up
 from streams.runner import Replayer
 
 DECISIONS: Final[tuple[DecisionKind, ...]] = ("warning", "block", "abort")
@@ -61,6 +62,7 @@ class Flag:
     count: int
     published: bool
     source: tuple[int, int] | None = None
+    cost: LoopCost | None = None
 
     @property
     def mark(self) -> Mark:
@@ -178,6 +180,7 @@ class Comparison:
     totals: tuple[Tally, Tally]
     changed_runs: list[RunChange]
     timeline: Timeline
+    costs: tuple[CostTotals, CostTotals] = (CostTotals(), CostTotals())
 
 
 def run_infos(events: Iterable[IndexedEvent]) -> dict[str, RunInfo]:
@@ -201,7 +204,7 @@ def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_al
         if not result.decisions:
             continue
         ts = event.ts_ms()
-        for decision in replayer.counted(result):
+        for decision, cost in replayer.counted(result):
             flags.append(
                 Flag(
                     index=item.index,
@@ -214,6 +217,7 @@ def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_al
                     count=decision.count,
                     published=decision.published,
                     source=item.source,
+                    cost=cost,
                 )
             )
     return Evaluation(tuple(flags))
@@ -312,4 +316,5 @@ def compare(
         totals=(tally(cur.flags), tally(cand.flags)),
         changed_runs=diff_runs(cur, cand, runs, show_published=include_all),
         timeline=timeline(events, {"current": cur, "candidate": cand}, buckets=buckets),
+        costs=(add_up(f.cost for f in cur.flags), add_up(f.cost for f in cand.flags)),
     )

@@ -81,6 +81,9 @@ def render_table(report: Report, *, limit: int = 20, changes_per_run: int = 10) 
         rows = [[r.detector, r.agent_id, r.tool, *_tally_cells(r.current, r.candidate)] for r in comparison.rows]
         rows.append(["TOTAL", "", "", *_tally_cells(*comparison.totals)])
         lines += _table(["DETECTOR", "AGENT", "TOOL", *_TALLY_HEADERS], rows, right_from=3)
+        lines += ["", "Loop cost (model usage since each loop's first decision; savings are estimates):"]
+        for name, totals in zip(("current", "candidate"), comparison.costs, strict=True):
+            lines.append(f"  {name:<10} {totals.text()}")
         changed = comparison.changed_runs
         lines += ["", f"Runs that change: {len(changed)}"]
         for rc in changed[:limit]:

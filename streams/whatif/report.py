@@ -112,6 +112,7 @@ def to_json(report: Report) -> dict[str, Any]:
             for r in comparison.rows
         ]
         out["totals"] = _pair(*comparison.totals)
+        out["loop_cost"] = {"current": comparison.costs[0].to_json(), "candidate": comparison.costs[1].to_json()}
         out["changed_runs"] = [
             {
                 "scope": rc.run.scope,

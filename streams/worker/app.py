@@ -375,6 +375,7 @@ class LoopwatchWorker:
             metrics.duplicates.inc(flight.duplicates)
         for pub in flight.publications:
             metrics.count_verdict(pub.decision, pub.detector)
+            metrics.count_loop_cost(pub.decision, pub.detector, pub.cost)
             if pub.event_ts_ms is not None:
                 metrics.latency.observe(max(0.0, confirmed - pub.event_ts_ms / 1000.0))
         metrics.batch_events.observe(len(flight.events))

@@ -6,7 +6,9 @@ the same table value (one write, one changelog record, atomically consistent):
 * ``partition`` / ``last_offset``: the source coordinates of the newest event applied. A redelivered event
   (same partition, offset at or below it) is never applied twice;
 * ``last_seen_ms``: processing time of the last write, for the idle-run TTL;
-* the core state's primitive form.
+* the core state's primitive form;
+* optionally, the run's model usage (:class:`streams.loop_cost.RunUsage`): only runs whose gateway reports
+  usage carry this sixth field, so every other envelope stays byte-for-byte what it was.
 
 There are no recorded verdicts to re-publish: the worker writes a state only after the broker confirmed every
 verdict of the events it covers (see :mod:`streams.worker.app`), so a stored state proves its verdicts were
@@ -24,9 +26,10 @@ from typing import Final
 import msgpack
 
 from streams.detection import RunState
+from streams.loop_cost import RunUsage
 
 FORMAT: Final = 1
-_FIELDS: Final = 5
+_FIELDS: Final = (5, 6)  # without / with the run's usage
 
 
 class EnvelopeError(ValueError):
@@ -50,12 +53,16 @@ class StoredRun:
     last_offset: int
     last_seen_ms: int
     state: RunState
+    usage: RunUsage | None = None
 
 
-def encode(partition: int, last_offset: int, last_seen_ms: int, state: RunState) -> bytes:
-    packed: bytes = msgpack.packb(
-        [FORMAT, partition, last_offset, last_seen_ms, state.to_primitive()], use_bin_type=True
-    )
+def encode(
+    partition: int, last_offset: int, last_seen_ms: int, state: RunState, usage: RunUsage | None = None
+) -> bytes:
+    fields = [FORMAT, partition, last_offset, last_seen_ms, state.to_primitive()]
+    if usage is not None:
+        fields.append(usage.to_primitive())
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
     return packed
 
 
@@ -63,7 +70,9 @@ def decode(raw: bytes) -> StoredRun:
     """Inverse of :func:`encode`; raises :class:`EnvelopeError` on anything else."""
     try:
         obj = msgpack.unpackb(raw, raw=False)
-        version, partition, last_offset, last_seen_ms, primitive = obj
+        version, partition, last_offset, last_seen_ms, primitive, *rest = obj
+        if len(rest) > 1:
+            raise ValueError("too many fields")
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise EnvelopeError(f"not a stored run: {exc}") from None
     if version != FORMAT:
@@ -74,7 +83,11 @@ def decode(raw: bytes) -> StoredRun:
         state = RunState.from_primitive(primitive)
     except ValueError as exc:
         raise EnvelopeError(f"bad core state: {exc}") from None
-    return StoredRun(partition, last_offset, last_seen_ms, state)
+    try:
+        usage = RunUsage.from_primitive(rest[0]) if rest else None
+    except ValueError as exc:
+        raise EnvelopeError(str(exc)) from None
+    return StoredRun(partition, last_offset, last_seen_ms, state, usage)
 
 
 def peek(raw: bytes) -> Header:
@@ -82,7 +95,7 @@ def peek(raw: bytes) -> Header:
     unpacker = msgpack.Unpacker(raw=False)
     unpacker.feed(raw)
     try:
-        if unpacker.read_array_header() != _FIELDS:
+        if unpacker.read_array_header() not in _FIELDS:
             raise EnvelopeError("not a stored run")
         version, partition, last_offset, last_seen_ms = (unpacker.unpack() for _ in range(4))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:

@@ -27,11 +27,12 @@ from typing import cast
 
 import orjson
 
-from schemas import Event, SourceRef
+from schemas import Event, ModelUsageEvent, SourceRef
 from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
-from streams.runner import step, to_verdict
+from streams.loop_cost import LoopCost, UsageBook
+from streams.runner import costs_of, step, to_verdict
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_record
 from streams.worker.envelope import StoredRun
@@ -59,6 +60,7 @@ class Publication:
     decision: str
     detector: str
     event_ts_ms: float | None = None
+    cost: LoopCost | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,14 +194,18 @@ class RunProcessor:
         applied: list[str] = []
         redelivered = duplicates = 0
         config = self.config
+        usage = UsageBook()  # this one run's model usage (streams.loop_cost), kept in the envelope
+        scope = key.decode("utf-8")
+        if stored is not None and stored.usage is not None:
+            usage.runs[scope] = stored.usage
         for index, event in zip(group.indexes, group.events, strict=True):
             rec = records[index]
             offset = rec.offset
             if offset <= last_offset:
                 redelivered += 1
                 continue
-            result = step(state, event, config)
-            if state is not None and result.state is state:
+            result = step(state, event, config, usage)
+            if state is not None and result.state is state and not isinstance(event, ModelUsageEvent):
                 duplicates += 1  # the core returns the very same state for a duplicate event
             state = result.state
             last_offset = offset
@@ -208,15 +214,21 @@ class RunProcessor:
                 continue
             source = SourceRef(topic=rec.topic, partition=partition, offset=offset)
             ts_ms: float | None = event.ts_ms()
-            for decision in result.decisions:
+            for decision, cost in zip(result.decisions, costs_of(result), strict=True):
                 if decision.published:
                     verdict = to_verdict(
-                        event, decision, config_hash=config.config_hash, source=source, profile=result.profile
+                        event,
+                        decision,
+                        config_hash=config.config_hash,
+                        source=source,
+                        profile=result.profile,
+                        cost=cost,
                     )
                     value = orjson.dumps(verdict.model_dump(mode="json"))
-                    publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms))
+                    publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms, cost))
         new_value: bytes | None = None
         if state is not None:  # always the case: the group is not empty
-            new_value = envelope.encode(partition, last_offset, now_ms, state)
-            self._remember(key, new_value, StoredRun(partition, last_offset, now_ms, state))
+            run_usage = usage.runs.get(scope)
+            new_value = envelope.encode(partition, last_offset, now_ms, state, run_usage)
+            self._remember(key, new_value, StoredRun(partition, last_offset, now_ms, state, run_usage))
         return RunResult(new_value, partition, publications, applied, redelivered, duplicates)
