@@ -942,6 +942,48 @@ def gateway_outcome_hash(tool: str, args: Any, result: Any, error: str | None) -
     return hash_result(tool, args, result), None
 
 
+def _usage_count(value: Any) -> int:
+    """JavaScript's ``Number.isSafeInteger(value) && value >= 0``, else 0."""
+    number = type(value) in (int, float) and math.isfinite(value) and float(value).is_integer()
+    return int(value) if number and 0 <= value <= 2**53 - 1 else 0
+
+
+def gateway_usage_fields(usage: Any) -> dict[str, Any]:
+    """The ``model_usage`` record fields the bridge makes of an OpenClaw assistant message's ``usage``: counts
+    that are not safe non-negative integers become 0; a total cost of 0 is no price unless provider-billed."""
+    usage = usage if isinstance(usage, dict) else {}
+    cost: dict[str, Any] = usage["cost"] if isinstance(usage.get("cost"), dict) else {}
+    total: Any = cost.get("total")
+    number = type(total) in (int, float) and math.isfinite(total) and total >= 0
+    priced = number and (total > 0 or cost.get("totalOrigin") == "provider-billed")
+    return {
+        "input_tokens": _usage_count(usage.get("input")),
+        "output_tokens": _usage_count(usage.get("output")),
+        "cache_read_tokens": _usage_count(usage.get("cacheRead")),
+        "cache_write_tokens": _usage_count(usage.get("cacheWrite")),
+        "cost_usd": total if priced else None,
+    }
+
+
+_PRICE = {"input": 0.003, "output": 0.0045, "cacheRead": 0.0, "cacheWrite": 0.0}
+_USAGES: Final[tuple[tuple[str, Any], ...]] = (
+    ("priced", {"input": 1000, "output": 300, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1300,
+                "cost": {**_PRICE, "total": 0.0075}}),
+    ("cache tokens", {"input": 12, "output": 80, "cacheRead": 40000, "cacheWrite": 2048, "totalTokens": 42140,
+                      "cost": {"input": 0.0, "output": 0.0012, "cacheRead": 0.012, "cacheWrite": 0.00768,
+                               "total": 0.02088}}),
+    ("no price (cost 0)", {"input": 500, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 520,
+                           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}),
+    ("provider-billed zero", {"input": 10, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 11,
+                              "cost": {"total": 0, "totalOrigin": "provider-billed"}}),
+    ("no cost object", {"input": 7, "output": 3, "totalTokens": 10}),
+    ("counts missing", {"cost": {"total": 0.5}}),
+    ("bad counts", {"input": -3, "output": 1.5, "cacheRead": "12", "cacheWrite": 2**60, "cost": {"total": -1}}),
+    ("whole doubles", {"input": 2.0, "output": 1e3, "cost": {"total": 1}}),
+    ("non-finite cost", {"input": 1, "output": 1, "cost": {"total": math.inf}}),
+)  # fmt: skip
+
+
 def build_vectors() -> dict[str, Any]:
     """Every vector group, computed by the Python core now."""
     canonical_vectors = []
@@ -1029,6 +1071,10 @@ def build_vectors() -> dict[str, Any]:
         "scope_key": [
             {"run_id": run_id, "session_id": session_id, "key": scope_key_of(run_id, session_id)}
             for run_id, session_id in _SCOPES
+        ],
+        "model_usage": [
+            {"name": name, "usage": encode_input(usage), "fields": gateway_usage_fields(usage)}
+            for name, usage in _USAGES
         ],
     }
 

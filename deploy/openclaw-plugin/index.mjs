@@ -5,10 +5,11 @@
 // hooks dispatch depends on the OpenClaw version), so hooks are registered in every mode except
 // cli-metadata / setup-only, and all state (publisher, consumer, bridge) is module-global and created once.
 
-import { createBridge } from "./lib/bridge.mjs";
+import { createBridge, eventIdFactory } from "./lib/bridge.mjs";
 import { ConfigError, resolveConfig } from "./lib/config.mjs";
 import { Enforcement, startVerdictConsumer } from "./lib/enforcer.mjs";
 import { kafkaProducerFactory, Publisher } from "./lib/publisher.mjs";
+import { createUsageReporter } from "./lib/usage.mjs";
 
 export const PLUGIN_ID = "loopwatch-bridge";
 const SKIPPED_MODES = new Set(["cli-metadata", "setup-only"]);
@@ -46,7 +47,8 @@ function createRuntime(api) {
       ` (hashOnGateway=${cfg.hashOnGateway}, enforce=${cfg.enforce}, maxBuffer=${cfg.maxBuffer},` +
       ` openclawVersion=${cfg.openclawVersion ?? "unknown"})`,
   );
-  return { cfg, bridge, publisher, enforcement, consumer: null, logger };
+  const usage = createUsageReporter({ cfg, publisher, newEventId: eventIdFactory(), logger });
+  return { cfg, bridge, publisher, enforcement, usage, consumer: null, logger };
 }
 
 function ensureConsumer() {
@@ -76,6 +78,7 @@ function snapshot(runtime) {
     bridge: { ...runtime.bridge.stats },
     publisher: runtime.publisher.snapshot(),
     enforcement: runtime.enforcement ? { ...runtime.enforcement.stats } : null,
+    usage: { ...runtime.usage.stats },
   };
 }
 
@@ -113,6 +116,10 @@ export function register(api) {
   on(api, "after_tool_call", (event, ctx) => live()?.afterToolCall(event, ctx));
   on(api, "after_compaction", (event, ctx) => live()?.afterCompaction(event, ctx));
   on(api, "model_call_started", (event, ctx) => live()?.modelCallStarted(event, ctx));
+  // Model usage per model call (lib/usage.mjs): the run from model_call_started, the numbers from the reply's
+  // transcript write.
+  on(api, "model_call_started", (event, ctx) => STATE.runtime?.usage.modelCallStarted(event, ctx));
+  on(api, "before_message_write", (event, ctx) => STATE.runtime?.usage.beforeMessageWrite(event, ctx));
   on(api, "gateway_start", () => ensureConsumer());
   on(api, "gateway_stop", () => stop());
   // The tool-result middleware sees each outcome first (see createBridge's publishFromMiddleware) and, with

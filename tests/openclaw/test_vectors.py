@@ -91,3 +91,18 @@ def test_check_mode(tmp_path: Path) -> None:
     assert vectors.main(["--check", str(out)]) == 0
     out.write_text(out.read_text(encoding="ascii").replace('"canonical"', '"canonicaL"', 1), encoding="ascii")
     assert vectors.main(["--check", str(out)]) == 1
+
+
+def test_model_usage_vectors_are_valid_records() -> None:
+    """Every usage conversion the bridge must reproduce yields fields a worker accepts."""
+    from schemas import ModelUsageEvent
+
+    data = json.loads(VECTORS.read_text(encoding="ascii"))
+    cases = data["model_usage"]
+    assert {"priced", "no price (cost 0)", "provider-billed zero", "bad counts"} <= {c["name"] for c in cases}
+    base = {"type": "model_usage", "event_id": "e", "gateway_id": "g", "session_id": "s", "ts": 0}
+    for case in cases:
+        event = ModelUsageEvent.model_validate({**base, **case["fields"]})
+        assert event.tokens == sum(v for k, v in case["fields"].items() if k.endswith("_tokens")), case["name"]
+    priced = {c["name"]: c["fields"]["cost_usd"] for c in cases}
+    assert priced["no price (cost 0)"] is None and priced["provider-billed zero"] == 0

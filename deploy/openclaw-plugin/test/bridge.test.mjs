@@ -465,7 +465,10 @@ test("register(): hooks in every mode but cli-metadata/setup-only, one module-gl
   register(makeApi("full"));
   register(makeApi("discovery"));
   const names = (mode) => registrations.filter((r) => r.mode === mode).map((r) => r.name).sort();
-  const expected = ["after_compaction", "after_tool_call", "before_tool_call", "gateway_start", "gateway_stop", "middleware", "model_call_started"];
+  const expected = [
+    "after_compaction", "after_tool_call", "before_message_write", "before_tool_call", "gateway_start", "gateway_stop",
+    "middleware", "model_call_started", "model_call_started",
+  ];
   assert.deepEqual(names("full"), expected);
   assert.deepEqual(names("discovery"), expected);
   assert.deepEqual(registrations.find((r) => r.name === "middleware").opts, { runtimes: ["openclaw"] });
