@@ -5,7 +5,9 @@ so it cannot change a decision. Replay, explain, what-if and the worker all pric
 order, so they report the same figures.
 
 Attribution. A run's ``model_usage`` events add up into its running total. The first decision of a loop (a
-loop = one detector and one warning key in one run) marks the total at that moment; every later decision of
+loop = one repeated call or pair of calls in one run: the decision's warning key without the latest result
+hash, so a loop's warnings and its blocks, whose keys differ only by that hash, are one loop) marks the total
+at that moment; every later decision of
 that loop carries what the run consumed since then (``tokens_in_loop``, ``cost_usd_in_loop``). Usage before
 the first decision is the cost of finding the loop, not of the loop. The metrics add, per published
 decision, what was consumed since the loop's previous published decision, so their sum over a loop is its
@@ -27,6 +29,7 @@ starts afresh) and the last :data:`DEDUP_CAPACITY` usage event keys (a redeliver
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,6 +42,7 @@ MAX_LOOPS: Final = 16
 DEDUP_CAPACITY: Final = 64
 _DIGEST: Final = 8
 _FORMAT: Final = 1
+_LATEST_RESULT = re.compile(r"(:[0-9a-f]{64}):(?:error:)?[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,11 @@ def record(usage: RunUsage | None, event: ModelUsageEvent) -> RunUsage:
     return RunUsage(usage.total.plus(event), usage.loops, seen)
 
 
+def loop_key(decision: Decision) -> bytes:
+    """Which loop a decision belongs to (see the module docstring)."""
+    return _digest(_LATEST_RESULT.sub(r"\1", decision.warning_key))
+
+
 def _saved_calls(decision: Decision, loop: LoopConfig) -> int:
     if decision.decision == "block":
         return 1
@@ -182,7 +191,7 @@ def charge(
     loops = {item.key: item for item in usage.loops}
     costs: list[LoopCost] = []
     for decision in decisions:
-        key = _digest(f"{decision.detector}\x00{decision.warning_key}")
+        key = loop_key(decision)
         current = loops.pop(key, None) or Loop(key, total, total)
         spent = total.minus(current.start)
         since = total.minus(current.reported)

@@ -49,7 +49,7 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # Closed label value sets (design §4 and §8, and the worker's metric contract). Label matchers in the
 # rules and the dashboard may only use these values.
 KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
-    "type": frozenset({"tool_call", "tool_result", "compaction_retry"}),
+    "type": frozenset({"tool_call", "tool_result", "compaction_retry", "model_usage"}),
     "kind": frozenset({"signature", "agent"}),
     "decision": frozenset({"warning", "block", "abort"}),
     "detector": frozenset(
@@ -83,6 +83,10 @@ LABELLED_COUNTERS: dict[str, tuple[str, ...]] = {
     "loopwatch_verdicts_total": ("decision", "detector"),
     "loopwatch_invalid_events_total": ("reason",),
     "loopwatch_fleet_alerts_total": ("kind", "detector"),
+    "loopwatch_loop_tokens_total": ("decision", "detector"),
+    "loopwatch_loop_cost_usd_total": ("decision", "detector"),
+    "loopwatch_saved_tokens_estimate_total": ("decision", "detector"),
+    "loopwatch_saved_cost_usd_estimate_total": ("decision", "detector"),
 }
 
 _PROMQL_KEYWORDS = frozenset(

@@ -35,6 +35,10 @@ CONTRACT = {
     "loopwatch_consumer_lag",
     "loopwatch_fleet_alerts_total",
     "loopwatch_skipped_offsets_total",
+    "loopwatch_loop_tokens_total",
+    "loopwatch_loop_cost_usd_total",
+    "loopwatch_saved_tokens_estimate_total",
+    "loopwatch_saved_cost_usd_estimate_total",
 }
 
 
@@ -98,6 +102,10 @@ def _worker_like_registry(*, skip: str = "", initialise: bool = True) -> Collect
         "loopwatch_redelivered_events": (),
         "loopwatch_fleet_alerts": ("kind", "detector"),
         "loopwatch_skipped_offsets": (),
+        "loopwatch_loop_tokens": ("decision", "detector"),
+        "loopwatch_loop_cost_usd": ("decision", "detector"),
+        "loopwatch_saved_tokens_estimate": ("decision", "detector"),
+        "loopwatch_saved_cost_usd_estimate": ("decision", "detector"),
     }
     for name, labels in counters.items():
         if f"{name}_total" == skip:

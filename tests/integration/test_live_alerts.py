@@ -86,9 +86,16 @@ def quiet_fleet(tag: str, runs: int, calls: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def model_call(run: str, agent: str, i: int, ts: int) -> dict[str, Any]:
+    """The usage of the model call before call ``i``: 20k tokens at $0.01."""
+    return {**_event(run, agent, i, ts, type="model_usage", model="m"), "event_id": f"{run}-u{i}",
+            "input_tokens": 19_000, "output_tokens": 1_000, "cost_usd": 0.01}  # fmt: skip
+
+
 def storm(tag: str) -> list[dict[str, Any]]:
     """STORM_RUNS runs on different gateways and agents, all looping on the same failing exec (a signature
-    storm of generic_repeat), then each aborted by the post-compaction guard on a file of its own."""
+    storm of generic_repeat), then each aborted by the post-compaction guard on a file of its own. Each
+    call comes after its model call's usage, so the loops have a cost."""
     ts = int(time.time() * 1000)
     events: list[dict[str, Any]] = []
     for r in range(STORM_RUNS):
@@ -96,9 +103,11 @@ def storm(tag: str) -> list[dict[str, Any]]:
         failing = {"tool": "exec", "args": {"command": "npm test"}, "result": _text("Error: registry unreachable")}
         unchanged = {"tool": "read", "args": {"path": f"/repo/{run}/CHANGELOG.md"}, "result": _text(f"same {run}")}
         for i in range(LOOP_CALLS):
+            events.append(model_call(run, agent, i, ts))
             events.append(_event(run, agent, i, ts, type="tool_call", call_id=f"c{i}", **failing))
         events.append(_event(run, agent, LOOP_CALLS, ts, type="compaction_retry"))
         for i in range(LOOP_CALLS + 1, LOOP_CALLS + 4):
+            events.append(model_call(run, agent, i, ts))
             events.append(_event(run, agent, i, ts, type="tool_call", call_id=f"c{i}", **unchanged))
     return events
 
@@ -279,3 +288,17 @@ def test_every_dashboard_query_returns_data(stormy: Stack) -> None:
         if not any(not math.isnan(value) for value in values):
             empty.append(f"{where}: {expr} -> {result}")
     assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
+
+
+def test_loop_cost_reaches_prometheus(stormy: Stack) -> None:
+    """Each storm run's loop is priced from its first decision (the warning on call 3) to its last (the block
+    on call 9): the 6 model calls in between, 20k tokens and $0.01 each (streams/loop_cost.py)."""
+
+    def total(metric: str) -> float:
+        return float(stormy.prometheus.query(f'sum({metric}{{job="loopwatch"}})')[0]["value"][1])
+
+    assert total("loopwatch_loop_tokens_total") == STORM_RUNS * 6 * 20_000
+    assert total("loopwatch_loop_cost_usd_total") == pytest.approx(STORM_RUNS * 6 * 0.01)
+    # Every block saves one call at the loop's mean (20k tokens); each abort 5 (criticalThreshold) at the run's.
+    assert total("loopwatch_saved_tokens_estimate_total") == STORM_RUNS * (5 * 20_000 + 5 * 20_000)
+    assert total("loopwatch_saved_cost_usd_estimate_total") == pytest.approx(STORM_RUNS * (5 + 5) * 0.01)
