@@ -32,6 +32,7 @@ from streams.decode import Rejection, accept, scope_key, to_tool_event
 from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
+from streams.loop_cost import loop_cost_text
 from streams.runner import Replayer, costs_of
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
@@ -470,19 +471,6 @@ def explain_run(
 def _usage_step(label: str, event: ModelUsageEvent, restart: str | None) -> ExplainStep:
     figures = {"model": event.model, "tokens": event.tokens, "cost_usd": event.cost_usd}
     return ExplainStep(label, event.type, event.event_id, "", None, None, None, None, [], True, restart, figures)
-
-
-def loop_cost_text(tokens: int | None, cost: float | None, saved_tokens: int | None, saved_cost: float | None) -> str:
-    """``in loop: N tokens, $C; saved ~M tokens, ~$S`` (``unknown`` where the figures are null): one wording for
-    explain and what-if."""
-    if tokens is None:
-        return "in loop: usage unknown"
-    text = f"in loop: {tokens} tokens, " + (f"${cost:.4f}" if cost is not None else "cost unknown")
-    if saved_tokens is not None:
-        text += f"; saved ~{saved_tokens} tokens, " + (
-            f"~${saved_cost:.4f}" if saved_cost is not None else "cost unknown"
-        )
-    return text
 
 
 def _h(value: str | None) -> str:

@@ -216,6 +216,19 @@ def charge(
     return RunUsage(total, kept, usage.seen), costs
 
 
+def loop_cost_text(tokens: int | None, cost: float | None, saved_tokens: int | None, saved_cost: float | None) -> str:
+    """``in loop: N tokens, $C; saved ~M tokens, ~$S`` (``unknown`` where the figures are null): one wording for
+    explain and tail."""
+    if tokens is None:
+        return "in loop: usage unknown"
+    text = f"in loop: {tokens} tokens, " + (f"${cost:.4f}" if cost is not None else "cost unknown")
+    if saved_tokens is not None:
+        text += f"; saved ~{saved_tokens} tokens, " + (
+            f"~${saved_cost:.4f}" if saved_cost is not None else "cost unknown"
+        )
+    return text
+
+
 class UsageBook:
     """Usage states by scope key, for shells that hold many runs in memory (replay, explain, what-if)."""
 

@@ -12,6 +12,8 @@ import binascii
 import datetime
 from typing import Any
 
+from streams.loop_cost import loop_cost_text
+
 _EVENT_TYPES = frozenset({"tool_call", "tool_result", "compaction_retry"})
 
 
@@ -50,10 +52,14 @@ def _scope(record: dict[str, Any]) -> str:
 
 def verdict_line(v: dict[str, Any]) -> str:
     paired = f"<->{v['paired_tool']}" if v.get("paired_tool") else ""
+    cost = ""
+    if v.get("tokens_in_loop") is not None:  # priced by streams.loop_cost
+        figures = (v["tokens_in_loop"], v.get("cost_usd_in_loop"))
+        cost = f" ({loop_cost_text(*figures, v.get('saved_tokens_estimate'), v.get('saved_cost_usd_estimate'))})"
     return (
         f"{when(v.get('event_ts'))} {str(v.get('decision', '?')).upper():7} {v.get('detector')} "
         f"{v.get('count')} (threshold {v.get('threshold')}) gw={v.get('gateway_id')} agent={v.get('agent_id')} "
-        f"{_scope(v)} tool={v.get('tool')}{paired} | {_one_line(v.get('message'))}"
+        f"{_scope(v)} tool={v.get('tool')}{paired}{cost} | {_one_line(v.get('message'))}"
     )
 
 

@@ -205,3 +205,52 @@ def test_envelopes_without_usage_keep_their_old_bytes() -> None:
     assert envelope.decode(with_usage).usage == run_usage and envelope.peek(with_usage).last_offset == 2
     with pytest.raises(envelope.EnvelopeError):
         envelope.decode(msgpack.packb([*msgpack.unpackb(with_usage), "extra"]))
+
+
+def test_the_commands_show_the_same_figures(tmp_path: Any) -> None:
+    """The real executable: simulate --usage, then replay, replay --run and whatif agree on the loop costs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "loopwatch")
+    config = tmp_path / "openclaw.json"
+    config.write_text('{"tools": {"loopDetection": {"enabled": true, "warningThreshold": 3, "criticalThreshold": 5}}}')
+    events = tmp_path / "events.jsonl"
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    run(
+        "simulate",
+        "--gateways",
+        "2",
+        "--rate",
+        "100",
+        "--duration",
+        "20",
+        "--seed",
+        "7",
+        "--usage",
+        "--out",
+        str(events),
+    )
+    verdicts = [
+        orjson.loads(line) for line in run("replay", "--events", str(events), "--config", str(config)).splitlines()
+    ]
+    priced = [v for v in verdicts if v["decision"] == "block" and v["tokens_in_loop"]]
+    assert priced, "no block with usage in the loop"
+    block = priced[0]
+    explained = run("replay", "--events", str(events), "--config", str(config), "--run", block["run_id"])
+    assert f"in loop: {block['tokens_in_loop']} tokens" in explained
+    assert "model_usage" in explained
+    report = orjson.loads(
+        run("whatif", "--events", str(events), "--config", str(config), "--candidate", str(config), "--format", "json")
+    )
+    current = report["loop_cost"]["current"]
+    assert current == report["loop_cost"]["candidate"]
+    saved = sum(v["saved_tokens_estimate"] or 0 for v in verdicts)
+    assert current["saved_tokens_estimate"] == saved > 0
+    assert current["tokens_in_loops"] >= max(v["tokens_in_loop"] for v in verdicts)
