@@ -254,3 +254,14 @@ def test_the_commands_show_the_same_figures(tmp_path: Any) -> None:
     saved = sum(v["saved_tokens_estimate"] or 0 for v in verdicts)
     assert current["saved_tokens_estimate"] == saved > 0
     assert current["tokens_in_loops"] >= max(v["tokens_in_loop"] for v in verdicts)
+
+
+def test_a_full_usage_state_stays_small() -> None:
+    """At capacity (16 loops, 64 remembered ids, huge totals) the usage adds under 1.5 KiB to a run's envelope."""
+    state: RunUsage | None = None
+    for i in range(DEDUP_CAPACITY + 10):
+        state = record(state, usage(2**40, 1e6 + i))
+    for loop in range(MAX_LOOPS + 5):
+        state, _ = charge(state, [decision("block", f"generic:exec:{loop}")], LOOP)
+    assert state is not None and len(state.loops) == MAX_LOOPS and len(state.seen) == DEDUP_CAPACITY * 8
+    assert len(msgpack.packb(state.to_primitive(), use_bin_type=True)) < 1536

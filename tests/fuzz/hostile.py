@@ -337,8 +337,9 @@ def results(draw: st.DrawFn) -> Node:
 
 @st.composite
 def records(draw: st.DrawFn) -> bytes:
-    """A tool record (valid to start with) with hostile replacements, duplicates and extra fields."""
-    kind = draw(st.sampled_from(["tool_call", "tool_result", "compaction_retry"]))
+    """A record (valid to start with; usage records carry tool fields as ignored extras) with hostile
+    replacements, duplicates and extra fields."""
+    kind = draw(st.sampled_from(["tool_call", "tool_result", "compaction_retry", "model_usage"]))
     values = json_values(draw(st.integers(0, 3)) > 0)  # mostly valid JSON: the core must see hostile values
     tool = draw(st.sampled_from(_TOOLS))
     fields: dict[str, Node | None] = {"type": Str(kind), "tool": Str(tool)}

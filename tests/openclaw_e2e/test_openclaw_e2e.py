@@ -543,7 +543,12 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
 
     compactions = [e for e in mine if e["type"] == "compaction_retry"]
     assert len(compactions) == GUARD_RUNS and all(c["run_id"] for c in compactions), compactions
-    tool_events = [e for e in mine if e["type"] != "compaction_retry"]
+    tool_events = [e for e in mine if e["type"] in ("tool_call", "tool_result")]
+    # Every model reply's usage (deploy/openclaw-plugin/lib/usage.mjs), stamped with a run that has tool calls.
+    usage = [e for e in mine if e["type"] == "model_usage"]
+    assert usage, "no model_usage events: the bridge saw no assistant reply's usage"
+    assert {e["run_id"] for e in usage} >= {e["run_id"] for e in tool_events if e["type"] == "tool_call"}
+    assert all(e["input_tokens"] + e["output_tokens"] + e["cache_read_tokens"] > 0 for e in usage), usage[:3]
     if hashed:
         assert all("args_hash" in e and "args" not in e and "result" not in e for e in tool_events)
         polls = [e for e in tool_events if e["tool"] == "process" and e.get("poll_action") in ("poll", "log")]
