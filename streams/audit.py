@@ -32,7 +32,7 @@ from streams.decode import Rejection, accept, scope_key, to_tool_event
 from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
-from streams.loop_cost import loop_cost_text
+from streams.loop_cost import RunUsage, loop_cost_text
 from streams.runner import Replayer, costs_of
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
@@ -395,15 +395,18 @@ def explain_run(
     run: str,
     start: Mapping[str, RunState | None] | None = None,
     restarts: Mapping[int, str] | None = None,
+    usage: Mapping[str, RunUsage] | None = None,
 ) -> list[ExplainStep]:
     """Every event of ``run`` (by run id or scope key) in order, with detector counts and decisions.
 
     Counts are computed with the core's own detector functions on the scope's history before the event is
     applied; the state then advances through the same :class:`streams.runner.Replayer` as replay.
     ``start`` holds the scopes' states before the first event (default: empty; see :mod:`streams.explain_state`);
-    ``restarts`` maps an event's index to why its scope's state is emptied right before it.
+    ``restarts`` maps an event's index to why its scope's state is emptied right before it; ``usage`` holds the
+    scopes' model usage stored with ``start``.
     """
     replayer = Replayer(config, start)
+    replayer.usage.runs.update(usage or {})
     steps: list[ExplainStep] = []
     for pe in events:
         event = pe.event

@@ -13,6 +13,7 @@ from typing import Final, Literal
 
 from streams import audit
 from streams.detection import RunState
+from streams.loop_cost import RunUsage
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
 
@@ -73,6 +74,7 @@ class Base:
     origin: Origin
     changelog_offset: int | None = None
     expiries: Expiries = Expiries()
+    usage: RunUsage | None = None  # the run's model usage stored with ``state`` (streams.loop_cost)
 
 
 def _covering(records: Sequence[ChangelogRecord], first: int) -> int | None:
@@ -96,13 +98,13 @@ def select_base(records: Sequence[ChangelogRecord], first: int) -> Base:
     if covering == 0:
         newer = records[0].value
         assert newer is not None
-        return Base(newer.state, newer.last_offset, "compacted", records[0].offset)
+        return Base(newer.state, newer.last_offset, "compacted", records[0].offset, usage=newer.usage)
     end = len(records) if covering is None else covering
     if not end:
         return Base(None, first - 1, "empty")
     prev = records[end - 1]
     if prev.value is not None:
-        return Base(prev.value.state, prev.value.last_offset, "stored", prev.offset)
+        return Base(prev.value.state, prev.value.last_offset, "stored", prev.offset, usage=prev.value.usage)
     deleted = _deleted(records, end - 1)
     # After a tombstone the worker started the run afresh with its first event past the state it deleted; with
     # that state gone (compacted away) the point is unknown: start at the range (select_expiries notes it).

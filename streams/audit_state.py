@@ -118,7 +118,7 @@ def confirm_first_version(
         state = replayer.apply(pe.event).state
         applied += 1
     if applied and state is not None and state.to_primitive() == candidate.state.to_primitive():
-        return replace(candidate, state=None, after=lookback_after, origin="first")
+        return replace(candidate, state=None, after=lookback_after, origin="first", usage=None)
     return candidate
 
 
@@ -281,6 +281,8 @@ def start_partition(
     for (p, key), base in bases.items():
         if p == partition:
             start.replayer.states[key] = base.state
+            if base.usage is not None:
+                start.replayer.usage.runs[key] = base.usage
             start.after[key] = base.after
             start.restarts.update((r.offset, r) for r in base.expiries.restarts)
     for pe in warmup.get(partition, ()):

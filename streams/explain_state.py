@@ -126,7 +126,7 @@ def explain_from_state(
         start = audit_state.start_partition(partition, warm, bases, config)
         kept = [pe for pe in events[partition] if not start.covers(pe)]
         restarts = {offset: r.describe() for offset, r in start.restarts.items()}
-        steps += audit.explain_run(kept, config, run, start.replayer.states, restarts)
+        steps += audit.explain_run(kept, config, run, start.replayer.states, restarts, start.replayer.usage.runs)
         firsts = audit_state.first_offsets({partition: events[partition]})
         for (p, key), first in sorted(firsts.items()):
             base, state = bases[(p, key)], start.replayer.state(key)
