@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 
 import { appendNotes, BoundedMap } from "./enforcer.mjs";
-import { EVENT_VERSION, isJsonFaithful, scopeKey } from "./events.mjs";
+import { EVENT_VERSION, hostVersion, isJsonFaithful, scopeKey } from "./events.mjs";
 import {
   argsDigest, callSignature, GATE_FAILURE_MESSAGE, hashOutcome, hookOutcome, isLoopVeto, isObject, isPluginBlock,
   processAction,
@@ -38,7 +38,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
   const hashOnGateway = cfg.hashOnGateway;
   const enforce = cfg.enforce && enforcement !== null;
   const maxEventBytes = cfg.maxEventBytes;
-  const openclawVersion = typeof cfg.openclawVersion === "string" ? cfg.openclawVersion.slice(0, 64) : null;
+  const openclawVersion = hostVersion(cfg);
   // A 2026.8+ host hashes outcomes the 2026.9 way (and loopwatch judges its events by that profile).
   const generation9 = isGeneration2026_9(openclawVersion);
   const hashFor = generation9 ? hashOutcome2026_9 : hashOutcome;

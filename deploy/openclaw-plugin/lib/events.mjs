@@ -7,6 +7,11 @@
 
 export const EVENT_VERSION = 1;
 
+/** The host's OpenClaw version as every record carries it (`openclaw_version`, at most 64 characters), or null. */
+export function hostVersion(cfg) {
+  return typeof cfg.openclawVersion === "string" ? cfg.openclawVersion.slice(0, 64) : null;
+}
+
 /** The scope key (design §1): the trimmed run id when non-blank, else the session id. */
 export function scopeKey(runId, sessionId) {
   if (typeof runId === "string" && runId !== "") {

@@ -12,7 +12,7 @@
 // call with run id, session id and session key, tells which run the reply belongs to. State is bounded.
 
 import { BoundedMap } from "./enforcer.mjs";
-import { EVENT_VERSION, scopeKey } from "./events.mjs";
+import { EVENT_VERSION, hostVersion, scopeKey } from "./events.mjs";
 
 function count(value) {
   return Number.isSafeInteger(value) && value >= 0 ? value : 0;
@@ -51,6 +51,8 @@ export function createUsageReporter({ cfg, publisher, newEventId, logger = null,
   const published = new WeakSet(); // messages already reported: both registrations' handlers see one write
   const stats = { modelUsage: 0, usageWithoutRun: 0, duplicateDispatches: 0, usageErrors: 0 };
   let lastErrorLog = -Infinity;
+
+  const openclawVersion = hostVersion(cfg);
 
   function failed(hook, err) {
     stats.usageErrors++;
@@ -95,6 +97,7 @@ export function createUsageReporter({ cfg, publisher, newEventId, logger = null,
         run_id: run.runId ?? null,
         ts: now(),
         version: EVENT_VERSION,
+        ...(openclawVersion ? { openclaw_version: openclawVersion } : {}),
         provider: text(message.provider) ?? null,
         model: text(message.model) ?? null,
         ...usageFields(message.usage),

@@ -18,11 +18,11 @@ function decode(value) {
   return value;
 }
 
-function reporter() {
+function reporter(cfg = baseConfig()) {
   const publisher = new CapturingPublisher();
   let n = 0;
   const usage = createUsageReporter({
-    cfg: baseConfig(),
+    cfg,
     publisher,
     newEventId: () => `u${++n}`,
     logger: silentLogger,
@@ -77,4 +77,12 @@ test("user messages, replies without usage, unknown sessions and garbage publish
   }
   assert.equal(publisher.records.length, 0);
   assert.equal(usage.stats.usageWithoutRun, 1);
+});
+
+test("usage records name the host's OpenClaw version, as the bridge's tool records do", () => {
+  const { usage, publisher } = reporter({ ...baseConfig(), openclawVersion: "2026.9.6" });
+  usage.modelCallStarted({ runId: "run-1", sessionId: "sess-1", sessionKey: "k" }, {});
+  usage.beforeMessageWrite({ message: ASSISTANT }, { sessionKey: "k" });
+  assert.equal(publisher.records.length, 1);
+  assert.equal(publisher.records[0].record.openclaw_version, "2026.9.6");
 });
