@@ -33,7 +33,7 @@ from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
 from streams.loop_cost import RunUsage, loop_cost_text
-from streams.runner import Replayer, costs_of
+from streams.runner import Replayer
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
 
@@ -462,7 +462,7 @@ def explain_run(
                         d.message,
                         **(cost.verdict_fields() if cost is not None else {}),
                     )
-                    for d, cost in zip(result.decisions, costs_of(result), strict=True)
+                    for d, cost in result.priced()
                 ],
                 detection_enabled=loop.enabled,
                 restart=restart,

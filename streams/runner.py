@@ -31,6 +31,11 @@ class Step:
     profile: str  # the semantics profile that judged the event
     costs: list[LoopCost] = field(default_factory=list)  # one per decision when a UsageBook was given
 
+    def priced(self) -> list[tuple[Decision, LoopCost | None]]:
+        """Each decision with its loop cost (None when no UsageBook priced it)."""
+        costs: list[LoopCost | None] = list(self.costs) if self.costs else [None] * len(self.decisions)
+        return list(zip(self.decisions, costs, strict=True))
+
 
 def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
     """Apply ``event`` to ``state``, the state of its run (None: the run has none yet).
@@ -83,9 +88,7 @@ class Replayer:
 
     def counted(self, result: Step) -> list[tuple[Decision, LoopCost | None]]:
         """The decisions of ``result`` that count (see the class docstring), each with its loop cost."""
-        return [
-            (d, c) for d, c in zip(result.decisions, costs_of(result), strict=True) if self.include_all or d.published
-        ]
+        return [(d, c) for d, c in result.priced() if self.include_all or d.published]
 
     def records(self, event: Event, index: int, source: SourceRef | None = None) -> list[dict[str, Any]]:
         """Apply ``event``; one replay output record per counted decision: its verdict plus ``index`` (line or
@@ -138,9 +141,4 @@ def to_verdict(
     )
 
 
-def costs_of(result: Step) -> list[LoopCost | None]:
-    """One cost (or None) per decision of ``result``, aligned for ``zip``."""
-    return list(result.costs) if result.costs else [None] * len(result.decisions)
-
-
-__all__ = ["Replayer", "Step", "costs_of", "step", "to_verdict"]
+__all__ = ["Replayer", "Step", "step", "to_verdict"]

@@ -35,6 +35,7 @@ SURFACES: dict[str, set[str]] = {
         "EventBase",
         "FleetAlert",
         "LoopDetectionConfig",
+        "ModelUsageEvent",
         "PostCompactionGuardConfig",
         "SampleRun",
         "SourceRef",

@@ -32,7 +32,7 @@ from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
 from streams.loop_cost import LoopCost, UsageBook
-from streams.runner import costs_of, step, to_verdict
+from streams.runner import step, to_verdict
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_record
 from streams.worker.envelope import StoredRun
@@ -214,7 +214,7 @@ class RunProcessor:
                 continue
             source = SourceRef(topic=rec.topic, partition=partition, offset=offset)
             ts_ms: float | None = event.ts_ms()
-            for decision, cost in zip(result.decisions, costs_of(result), strict=True):
+            for decision, cost in result.priced():
                 if decision.published:
                     verdict = to_verdict(
                         event,
