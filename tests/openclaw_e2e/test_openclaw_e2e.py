@@ -548,7 +548,12 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
     usage = [e for e in mine if e["type"] == "model_usage"]
     assert usage, "no model_usage events: the bridge saw no assistant reply's usage"
     assert {e["run_id"] for e in usage} >= {e["run_id"] for e in tool_events if e["type"] == "tool_call"}
-    assert all(e["input_tokens"] + e["output_tokens"] + e["cache_read_tokens"] > 0 for e in usage), usage[:3]
+    # Every reply the fake model answered reports its usage exactly (fake_model._usage: 50 in, 5 out); only the
+    # guard's context-overflow replies, which OpenClaw writes itself after the failed model call, carry none.
+    answered, empty = (50, 5, 0), (0, 0, 0)
+    seen = [((e["input_tokens"], e["output_tokens"], e["cache_read_tokens"]), e["session_id"]) for e in usage]
+    assert all(tokens == answered or (tokens == empty and "guard" in sid) for tokens, sid in seen), seen[:5]
+    assert sum(tokens == answered for tokens, _ in seen) > len(seen) // 2, seen[:5]
     if hashed:
         assert all("args_hash" in e and "args" not in e and "result" not in e for e in tool_events)
         polls = [e for e in tool_events if e["tool"] == "process" and e.get("poll_action") in ("poll", "log")]
