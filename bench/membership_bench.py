@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from streams.broker import EmbeddedBroker
+from streams.devbroker import EmbeddedBroker
 from tests.support.worker import Feeder, WorkerProcess, fleet_traffic, keyed, metric, new_names, write_config
 
 WINDOW = 25.0

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("streams", "schemas")
 TOPIC = "structure.events"
 GROUP = "structure"
-COMMAND = "streams.commands.replay"
+COMMAND = "streams.cli.replay"
 
 
 def modules_per_package() -> dict[str, tuple[int, int]]:
@@ -73,7 +73,7 @@ def _functions(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.FunctionDe
 def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
     """A simulated events topic (one partition), the changelog the worker's batch code writes for it, the
     busiest run and an offset in the middle of it (so the audit needs the stored state and a warm-up)."""
-    from streams import audit
+    from streams.audit import replay as audit
     from streams.config_file import LoadedConfig
     from streams.simulate import simulate
     from streams.worker.processing import InputRecord, RunProcessor, plan_batch
@@ -100,7 +100,7 @@ def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
 
 def audit_hops() -> dict[str, Any]:
     """Trace ``replay --topic --with-state --run`` and count its cross-module calls inside the packages."""
-    from streams import audit
+    from streams.audit import replay as audit
     from streams.cli import main
 
     records, changelog, run, start = _topic_and_changelog()
@@ -132,7 +132,7 @@ def audit_hops() -> dict[str, Any]:
             entries[callee].add(frame.f_code.co_qualname)
             edges.add((caller, callee))
 
-    from streams import kafka_io
+    from streams.kafka import client as kafka_io
 
     original = audit.read_partitions
     original_preflight = kafka_io.preflight

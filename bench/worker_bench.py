@@ -70,7 +70,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def free_port() -> int:
-    from streams.broker import free_port as _free
+    from streams.devbroker import free_port as _free
 
     return _free()
 
@@ -94,7 +94,7 @@ async def produce_async(
 ) -> dict[int, tuple[int, int]]:
     from aiokafka import AIOKafkaProducer
 
-    from streams.broker import ensure_topics
+    from streams.kafka.admin import ensure_topics
 
     await ensure_topics(bootstrap, {topic: partitions})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
@@ -168,7 +168,7 @@ class ChangelogWatch:
     async def start(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from streams.broker import ensure_topics
+        from streams.kafka.admin import ensure_topics
 
         await ensure_topics(self.bootstrap, {self.topic: self.partitions})
         self._consumer = AIOKafkaConsumer(
@@ -381,8 +381,8 @@ def latency_run(
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from streams.broker import ensure_topics
-    from streams.kafka_compat import end_offsets
+    from streams.kafka.admin import ensure_topics
+    from streams.kafka.compat import end_offsets
     from streams.simulate import simulate
 
     topics = {f"{prefix}.events": partitions, f"{prefix}.verdicts": partitions}
@@ -509,11 +509,11 @@ def textbook_worker(args: argparse.Namespace) -> int:
     import msgpack
 
     from schemas import SourceRef
-    from streams.broker import create_topics
     from streams.config_file import load_openclaw_config
     from streams.decode import InvalidEvent, decode_event
     from streams.detection import RunState
-    from streams.kafka_compat import apply_kafka_compat, faust_settings_for, required_topics
+    from streams.kafka.admin import create_topics
+    from streams.kafka.compat import apply_kafka_compat, faust_settings_for, required_topics
     from streams.runner import step, to_verdict
 
     config = load_openclaw_config(CONFIG)
@@ -570,8 +570,8 @@ def textbook_worker(args: argparse.Namespace) -> int:
 def raw_loop(args: argparse.Namespace) -> int:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from streams.broker import ensure_topics
     from streams.config_file import load_openclaw_config
+    from streams.kafka.admin import ensure_topics
     from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 
     processor = RunProcessor(load_openclaw_config(CONFIG))
@@ -692,7 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "raw-loop":
         return raw_loop(args)
 
-    from streams.broker import EmbeddedBroker
+    from streams.devbroker import EmbeddedBroker
 
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     workdir = Path(tempfile.mkdtemp(prefix="worker-bench-"))

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from streams.broker import EmbeddedBroker, free_port
-from streams.commands.tail import follow
+from streams.cli.tail import follow
+from streams.devbroker import EmbeddedBroker, free_port
 from streams.errors import CommandError
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 

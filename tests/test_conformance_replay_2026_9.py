@@ -14,8 +14,8 @@ import pytest
 
 from streams.cli import main
 from streams.detection import MISSING, digest
-from streams.vectors import gateway_outcome_2026_9
 from tests.support.scenarios import expected_decisions, load_2026_9, wire_events
+from tests.support.vectors import gateway_outcome_2026_9
 
 SCENARIOS: list[dict[str, Any]] = load_2026_9()["scenarios"]
 

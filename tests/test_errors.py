@@ -6,10 +6,10 @@ import argparse
 
 import pytest
 
-from streams.commands.replay import config_hash_hint
+from streams.cli.replay import config_hash_hint
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
-from streams.kafka_io import kafka_failure
-from streams.kafka_security import PLAINTEXT
+from streams.kafka.client import kafka_failure
+from streams.kafka.security import PLAINTEXT
 from streams.worker import options
 from streams.worker.settings import SettingsError
 

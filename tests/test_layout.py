@@ -142,6 +142,6 @@ def test_structure_measures_the_audit_path() -> None:
     from bench.structure import audit_hops
 
     hops = audit_hops()
-    assert hops["entry_points"]["streams.commands.replay"] >= 1
-    assert "streams.audit" in hops["entry_points"] and "streams.runner" in hops["entry_points"]
+    assert hops["entry_points"]["streams.cli.replay"] >= 1
+    assert "streams.audit.replay" in hops["entry_points"] and "streams.runner" in hops["entry_points"]
     assert hops["edges"] >= hops["modules"] - 1

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas import ModelUsageEvent
-from streams.commands.replay import replay_lines
+from streams.audit.replay import replay_lines
 from streams.config_file import load_openclaw_config
 from streams.detection import Decision
 from streams.detection.types import LoopConfig

@@ -2,7 +2,7 @@
 
 The events file holds every event exactly as it was produced, in produce order. All events of a run share a
 key, hence a partition, and one producer sends them in order, so the file order of each run is the order the
-worker applied them in. State is per run, so replaying the file (``streams.commands.replay.replay_lines``, the
+worker applied them in. State is per run, so replaying the file (``streams.cli.replay.replay_lines``, the
 code behind ``loopwatch replay --events``) gives the decisions the worker must have published.
 
 Replay keeps every run forever; the worker forgets a run after the idle TTL. The two agree as long as no run
@@ -84,7 +84,7 @@ def _lines(path: Path) -> Iterator[bytes]:
 
 def replay_file(path: Path, config: LoadedConfig) -> dict[str, tuple[Any, ...]]:
     """``verdict_id -> compared fields`` of every published decision replay makes on ``path``."""
-    from streams.commands.replay import replay_lines  # the code behind ``loopwatch replay --events``
+    from streams.audit.replay import replay_lines  # the code behind ``loopwatch replay --events``
 
     out = io.BytesIO()
     code = replay_lines(_lines(path), config, out, include_all=False, skip_invalid=False, name=str(path))

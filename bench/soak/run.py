@@ -226,7 +226,7 @@ async def calibrate(
 ) -> dict[str, float]:
     """Fill a topic with ``events`` soak events, start a fresh worker on it, and measure how fast it drains
     (between 10 % and 95 % of the backlog, so start-up and the tail do not count)."""
-    from streams.broker import ensure_topics
+    from streams.kafka.admin import ensure_topics
 
     worker = Worker(bootstrap, "cal", workdir, partitions, ttl, extra=extra)
     await ensure_topics(bootstrap, {worker.events_topic: partitions})
@@ -317,7 +317,7 @@ class VerdictReader:
         """Read until every partition's position reaches its true end offset."""
         from aiokafka import TopicPartition
 
-        from streams.kafka_compat import end_offsets
+        from streams.kafka.compat import end_offsets
 
         ends = await end_offsets(self.bootstrap, [(self.topic, p) for p in range(self.partitions)])
         deadline = time.monotonic() + timeout
@@ -420,7 +420,7 @@ class Sampler:
 
 
 async def soak(args: argparse.Namespace, bootstrap: str, broker_pid: int | None, workdir: Path) -> dict[str, Any]:
-    from streams.broker import ensure_topics
+    from streams.kafka.admin import ensure_topics
 
     summary: dict[str, Any] = {"command": "python -m bench.soak " + " ".join(args.argv), "checkout": checkout()}
     # 1. the rate
@@ -716,8 +716,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from streams.broker import EmbeddedBroker
     from streams.config_file import load_openclaw_config
+    from streams.devbroker import EmbeddedBroker
 
     workdir = Path(tempfile.mkdtemp(prefix="loopwatch-soak-"))
     if args.events_file is None:

@@ -18,7 +18,7 @@ only after its verdicts were confirmed, so a redelivered event that the stored s
 nothing re-published; an event whose state was not stored is applied again, from the same earlier state, and
 produces the same verdicts (same ``verdict_id``, same bytes). Any error before acknowledgement ends the
 process (no acknowledgement, no commit): the next owner gets the events again. Nothing here depends on the
-embedded broker, apart from the remedies of :mod:`streams.kafka_compat` and :mod:`streams.worker.embedded`.
+embedded broker, apart from the remedies of :mod:`streams.kafka.compat` and :mod:`streams.kafka.embedded`.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
-from streams.kafka_compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
-from streams.metrics import WorkerMetrics
+from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
+from streams.kafka.embedded import shorten_fetch_wait
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.deadletter import DeadLetterPolicy
-from streams.worker.embedded import shorten_fetch_wait
 from streams.worker.event_context import as_current_event
+from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
 from streams.worker.settings import DEFAULT_WEB_PORT, WorkerSettings

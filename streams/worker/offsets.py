@@ -4,7 +4,7 @@ The events topic is neither compacted nor transactional, so its offsets are dens
 first record applied after an assignment must be the group's committed offset (the partition's earliest offset
 when nothing is committed, or when retention deleted the committed one), and every next one the previous + 1.
 A consumer that delivers past a gap has lost records (how Faust's pause-as-a-filter lost them:
-``streams.kafka_compat`` remedy 4), and a later commit would make the loss permanent. So the worker does not
+``streams.kafka.compat`` remedy 4), and a later commit would make the loss permanent. So the worker does not
 apply a record that jumps: it counts the skipped offsets (``loopwatch_skipped_offsets_total``), logs them,
 seeks the partition back and re-reads; records beyond the gap that arrive before the seek lands are dropped
 too. Dropped records are never acknowledged, so no commit passes them. Records below the expected offset were

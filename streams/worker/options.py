@@ -4,7 +4,7 @@ The parser, the environment defaults, the ``--help`` text and the README's table
 :data:`OPTIONS`, so they cannot drift. Defaults are the fields of :class:`WorkerSettings` (and
 :class:`StormConfig`); the variable of ``--some-flag`` is ``LOOPWATCH_SOME_FLAG``. A flag beats its variable,
 which beats the default; a variable that does not parse is an error of the worker only (other commands never
-read them). The Kafka security flags have their own table (streams/kafka_security.py).
+read them). The Kafka security flags have their own table (streams/kafka/security.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from streams.storms import StormConfig
 from streams.worker.settings import ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
+from streams.worker.storm_rules import StormConfig
 
 _TRUE: Final = ("1", "true", "yes", "on")
 _FALSE: Final = ("0", "false", "no", "off")

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from streams.kafka_security import PLAINTEXT, KafkaSecurity
-from streams.storms import StormConfig
+from streams.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.topics import (
     DEAD_LETTER_TOPIC,
     EVENTS_TOPIC,
@@ -23,6 +22,7 @@ from streams.topics import (
     changelog_topic,
     storm_signals_topic,
 )
+from streams.worker.storm_rules import StormConfig
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 DEFAULT_GROUP: Final = "loopwatch"
@@ -76,7 +76,7 @@ class WorkerSettings:
     dead_letter_max_original: int = 900_000
     rocksdb_write_buffer_mb: float = DEFAULT_ROCKSDB_WRITE_BUFFER_MB
     rocksdb_block_cache_mb: float = DEFAULT_ROCKSDB_BLOCK_CACHE_MB
-    security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka_security)
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka.security)
 
     def __post_init__(self) -> None:
         if self.partitions < 1:

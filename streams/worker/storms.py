@@ -9,7 +9,8 @@
 Both are at least once: a send inside an agent is attached to the source record and published before its
 offset is committed. A re-counted signal does not count its run twice (the tally keeps runs, not verdicts) and
 a re-published alert keeps its ``alert_id``. Windows follow the verdict's event time (see
-:func:`streams.storms.event_seconds`). What is counted and when it fires is :mod:`streams.storms`.
+:func:`streams.worker.storm_rules.event_seconds`). What is counted and when it fires is
+:mod:`streams.worker.storm_rules`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import faust
 from pydantic import ValidationError
 
 from schemas import Verdict
-from streams.metrics import WorkerMetrics
-from streams.storms import Signal, StormConfig, alert_of, observe, signals_of
 from streams.topics import STORM_TABLE
+from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import WorkerSettings
+from streams.worker.storm_rules import Signal, StormConfig, alert_of, observe, signals_of
 from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)

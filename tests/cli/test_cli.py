@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.devbroker import EmbeddedBroker
 from streams.errors import EXIT_CODES
 from streams.worker import options
 from streams.worker.settings import DEFAULT_METRICS_PORT, DEFAULT_WEB_PORT

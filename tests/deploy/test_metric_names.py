@@ -136,7 +136,7 @@ def test_assert_all_exported_accepts_a_complete_worker(render: object) -> None:
 
 
 def test_the_real_worker_registry_exports_everything_deploy_uses() -> None:
-    from streams.metrics import WorkerMetrics
+    from streams.worker.metrics import WorkerMetrics
 
     text = generate_latest(WorkerMetrics(process=False).registry).decode()
     assert_all_exported(text, listed_metric_names())

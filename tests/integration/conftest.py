@@ -1,7 +1,7 @@
 """Integration fixtures: one embedded broker (Tansu) per test session, stopped by pid whatever happens.
 
 ``broker`` gives its bootstrap address (``127.0.0.1:PORT``); ``embedded_broker`` the
-:class:`streams.broker.EmbeddedBroker` itself. Tests must create their topics explicitly (the broker
+:class:`streams.devbroker.tansu.EmbeddedBroker` itself. Tests must create their topics explicitly (the broker
 auto-creates unknown topics with 4 partitions) and use their own topic names: the broker is shared.
 Processes started through :mod:`tests.support.procs` are stopped at session end too, and ``atexit`` covers an
 interpreter exit that skips fixture teardown.
@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # tests/integration has no __init__.py: make `tests.support` importable
     sys.path.insert(0, str(REPO_ROOT))
 
-from streams.broker import BrokerError, EmbeddedBroker  # noqa: E402
+from streams.devbroker import BrokerError, EmbeddedBroker  # noqa: E402
 from tests.support import procs  # noqa: E402
 
 _timings: list[tuple[str, float]] = []

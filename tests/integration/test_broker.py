@@ -1,4 +1,4 @@
-"""The embedded broker, topic creation, and the Tansu quirks that :mod:`streams.kafka_compat` guards.
+"""The embedded broker, topic creation, and the Tansu quirks that :mod:`streams.kafka.compat` guards.
 
 Quirk tests assert the broken behaviour so we notice when a broker upgrade fixes it (they skip then); the
 remedy tests must pass on any broker.
@@ -20,14 +20,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.broker import (
-    BrokerError,
-    EmbeddedBroker,
-    TopicMismatchError,
-    create_topics,
-    kafka_ready,
-)
-from streams.kafka_compat import (
+from streams.devbroker import BrokerError, EmbeddedBroker
+from streams.kafka.admin import TopicMismatchError, create_topics, kafka_ready
+from streams.kafka.compat import (
     _leave_group_even_for_generation_zero,
     end_offsets,
     merge_end_offsets,

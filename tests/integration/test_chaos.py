@@ -38,7 +38,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.broker import EmbeddedBroker
+from streams.devbroker import EmbeddedBroker
 from streams.simulate import simulate
 from streams.worker import envelope
 from streams.worker.processing import InputRecord, plan_batch

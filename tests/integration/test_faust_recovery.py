@@ -1,6 +1,6 @@
 """Faust table recovery on the embedded broker, with real worker processes (tests/support/counter_app.py).
 
-- With :func:`streams.kafka_compat.apply_kafka_compat` a worker stopped mid-stream and restarted recovers its
+- With :func:`streams.kafka.compat.apply_kafka_compat` a worker stopped mid-stream and restarted recovers its
   table exactly (RocksDB and memory stores).
 - Without the end-offset remedy the same scenario recovers stale values (memory) or crashes with
   ``ConsistencyError`` (RocksDB): the guard matters. Skipped if the changelog's last batches happen to hold one
@@ -24,8 +24,8 @@ from typing import Any
 import faust
 import pytest
 
-from streams.broker import create_topics
-from streams.kafka_compat import faust_settings_for, required_topics
+from streams.kafka.admin import create_topics
+from streams.kafka.compat import faust_settings_for, required_topics
 from tests.support.counter_app import topics_for
 from tests.support.kafka import Record, TopicReader, list_offsets, produce_batches, true_end_offsets
 from tests.support.procs import free_port, python_env, start_process, stop_process, wait_until
@@ -213,7 +213,7 @@ def test_faust_settings_for_embedded_and_real_kafka() -> None:
 
 
 # Both stores: the memory store recovers every changelog record at each restart, which is what exposed Faust's
-# resume-before-seek race (remedy 3 of streams.kafka_compat; records were lost in ~1 of 5 restarts before it).
+# resume-before-seek race (remedy 3 of streams.kafka.compat; records were lost in ~1 of 5 restarts before it).
 @pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
 def test_restart_mid_stream_recovers_table_exactly(
     broker: str, tmp_path: Path, store: str, workers: list[CounterWorker], timings: list[tuple[str, float]]

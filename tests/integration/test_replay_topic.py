@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.broker import create_topics
+from streams.kafka.admin import create_topics
 from tests.support.procs import python_env
 from tests.support.scenarios import load_scenarios, wire_events
 from tests.support.worker import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.devbroker import EmbeddedBroker
 from tests.support.certs import Pki, make_pki
 from tests.support.procs import python_env, start_process, stop_process, wait_until
 from tests.support.scenarios import load_scenarios, wire_events, write_inputs
@@ -252,8 +252,8 @@ def test_worker_over_mutual_tls_publishes_replay_verdicts(
 def test_broker_command_serves_tls_and_creates_topics_over_it(pki: Pki, tmp_path: Path) -> None:
     import asyncio
 
-    from streams.kafka_io import partition_counts
-    from streams.kafka_security import KafkaSecurity
+    from streams.kafka.client import partition_counts
+    from streams.kafka.security import KafkaSecurity
     from tests.support.procs import free_port
 
     port = free_port()

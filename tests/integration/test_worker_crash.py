@@ -33,7 +33,7 @@ from tests.support.worker import (
 pytestmark = pytest.mark.integration
 
 
-# Two seeds: before remedy 3 of streams.kafka_compat (stream partitions held until positioned) about one
+# Two seeds: before remedy 3 of streams.kafka.compat (stream partitions held until positioned) about one
 # restart in four skipped an event, so one seed alone let the race through CI now and then.
 @pytest.mark.parametrize("default_seed", [20240, 1006])
 def test_sigkill_at_random_points(broker: Any, tmp_path: Path, default_seed: int) -> None:

@@ -21,8 +21,9 @@ import pytest
 
 from schemas.events import ToolCallEvent, ToolResultEvent
 from schemas.verdict import Verdict, verdict_id
-from streams.broker import EmbeddedBroker, create_topics
 from streams.decode import decode_event, scope_key
+from streams.devbroker import EmbeddedBroker
+from streams.kafka.admin import create_topics
 from tests.openclaw.conftest import PLUGIN_DIR
 from tests.support.kafka import TopicReader, produce_batches
 

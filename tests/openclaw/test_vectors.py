@@ -10,8 +10,8 @@ import json
 import math
 from pathlib import Path
 
-from streams import vectors
 from streams.detection import MISSING
+from tests.support import vectors
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "deploy" / "openclaw-plugin" / "test" / "vectors.json"
@@ -22,7 +22,7 @@ def test_committed_vectors_match_the_core() -> None:
     current = VECTORS.read_text(encoding="ascii")
     assert current == expected, (
         "deploy/openclaw-plugin/test/vectors.json is stale; regenerate with "
-        "`python -m streams.vectors --out deploy/openclaw-plugin/test/vectors.json` and re-run the Node tests"
+        "`python -m tests.support.vectors --out deploy/openclaw-plugin/test/vectors.json` and re-run the Node tests"
     )
 
 

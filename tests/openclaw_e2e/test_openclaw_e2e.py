@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.devbroker import EmbeddedBroker
 from tests.support.kafka import TopicReader
 from tests.support.procs import REPO_ROOT, free_port, python_env, start_process, stop_process, wait_until
 

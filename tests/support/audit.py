@@ -15,8 +15,10 @@ import orjson
 import pytest
 
 from schemas.verdict import verdict_id
-from streams import audit, audit_state, explain_state
-from streams.audit_changelog import ChangelogRecord
+from streams.audit import explain as explain_state
+from streams.audit import replay as audit
+from streams.audit import with_state as audit_state
+from streams.audit.changelog import ChangelogRecord
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import RunState
 from streams.worker.envelope import StoredRun
@@ -175,5 +177,5 @@ def serve_topics(monkeypatch: pytest.MonkeyPatch, topics: dict[str, list[audit.T
         return audit.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
 
     monkeypatch.setattr(audit, "read_partitions", read_partitions)
-    monkeypatch.setattr("streams.kafka_io.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
+    monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
     return reads

@@ -29,7 +29,7 @@ from typing import Any
 
 import faust
 
-from streams.kafka_compat import apply_kafka_compat, faust_settings_for
+from streams.kafka.compat import apply_kafka_compat, faust_settings_for
 
 BOOTSTRAP = os.environ.get("COUNTER_BOOTSTRAP", "127.0.0.1:9092")
 APP_ID = os.environ.get("COUNTER_APP_ID", "counter")

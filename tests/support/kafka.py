@@ -1,7 +1,7 @@
 """Blocking Kafka helpers for integration tests: produce record batches, read topics, true end offsets.
 
 Tests are synchronous; each helper runs its own short event loop (``TopicReader`` keeps one for its life).
-End offsets always come from :func:`streams.kafka_compat.end_offsets` (Tansu's ListOffsets is wrong).
+End offsets always come from :func:`streams.kafka.compat.end_offsets` (Tansu's ListOffsets is wrong).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.kafka_compat import end_offsets
+from streams.kafka.compat import end_offsets
 
 __all__ = ["Record", "TopicReader", "list_offsets", "produce_batches", "true_end_offsets"]
 

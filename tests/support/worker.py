@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from streams.commands.replay import replay_lines
+from streams.audit.replay import replay_lines
 from streams.config_file import load_openclaw_config
 from streams.detection import RunState
 from streams.topics import changelog_topic

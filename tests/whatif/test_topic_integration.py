@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker, create_topics
 from streams.cli import main
-from streams.commands.simulate import publish
+from streams.cli.simulate import publish
+from streams.devbroker import EmbeddedBroker
+from streams.kafka.admin import create_topics
 from streams.simulate import simulate
 
 pytestmark = pytest.mark.integration

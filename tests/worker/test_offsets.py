@@ -84,9 +84,9 @@ def test_the_worker_re_reads_a_skipped_delivery_counts_it_and_never_commits_past
     from faust.types import TP
 
     from streams.config_file import LoadedConfig
-    from streams.kafka_compat import CompatConsumer
-    from streams.metrics import WorkerMetrics
+    from streams.kafka.compat import CompatConsumer
     from streams.worker.app import LoopwatchWorker, _ReaderStopped
+    from streams.worker.metrics import WorkerMetrics
     from streams.worker.settings import WorkerSettings
 
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")

@@ -12,13 +12,13 @@ from prometheus_client.exposition import generate_latest
 
 from schemas import EVENT_TYPES
 from streams.cli import build_parser
-from streams.commands.publish import prepare
-from streams.commands.tail import Escalations, matches, topics_of
+from streams.cli.publish import prepare
+from streams.cli.tail import Escalations, matches, topics_of
 from streams.decode import INVALID_REASONS
-from streams.kafka_io import scope_key_from_raw
-from streams.metrics import WorkerMetrics
+from streams.kafka.client import scope_key_from_raw
 from streams.record_lines import fit, record_line
 from streams.worker.deadletter import DeadLetterPolicy, dead_letter_record, rfc3339_ms
+from streams.worker.metrics import WorkerMetrics
 from streams.worker.processing import InputRecord, plan_batch
 from streams.worker.settings import SettingsError, WorkerSettings
 from tests.worker.support import event
@@ -278,7 +278,7 @@ def test_worker_flags_take_environment_defaults(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("LOOPWATCH_GROUP", "lw-test")
     monkeypatch.setenv("LOOPWATCH_METRICS_PORT", "9999")
     args = build_parser().parse_args(["worker"])
-    from streams.commands.worker import settings_from_args
+    from streams.cli.worker import settings_from_args
 
     settings = settings_from_args(args)
     assert (settings.bootstrap, settings.partitions, settings.store) == ("kafka:9092", 6, "memory")

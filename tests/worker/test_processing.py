@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.commands.replay import replay_lines
+from streams.audit.replay import replay_lines
 from streams.decode import INVALID_REASONS, KEY_MISMATCH
 from streams.worker import envelope
 from streams.worker.processing import (

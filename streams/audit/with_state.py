@@ -1,0 +1,410 @@
+"""``loopwatch replay --topic … --with-state``: start each run from the worker's stored state, not from empty.
+
+The worker's run table is changelog-backed: topic ``<group>-runs-changelog`` (or ``--state-topic``), key = the
+run's scope key, value = a stored-run envelope (:mod:`streams.worker.envelope`: the core state plus the source
+partition and the last source offset applied), an empty value = a tombstone (the run expired after its idle
+TTL). The worker writes one version per batch *after* the batch's verdicts were confirmed; on the embedded
+broker and on uncompacted Kafka every version stays in the changelog, in write order, in the changelog partition
+equal to the run's source partition.
+
+For every run with events in the range, with ``F`` its first event in the range (the rules are applied by
+:func:`streams.audit.changelog.select_base`):
+
+* **stored**: the newest version written before the first version covering ``F`` (``last_offset >= F``), when it
+  is a state. Its ``last_offset`` is before ``F`` but, since the worker writes once per batch, not necessarily
+  ``F - 1``: the run's events between the two (before the range) are read from the events topic and applied
+  silently first (*warm-up*: no output), so the replay continues exactly where the worker was;
+* **expired**: that record is a tombstone. The worker expired the run and started it afresh with its next event:
+  empty state, warm-up from the event after the state written right before the tombstone (none: from ``F``, and
+  a note says the restart point is unknown);
+* **first**: the run's oldest version already covers ``F`` because the run began in the same worker batch as
+  ``F``: if applying the run's events before ``F`` (at most :data:`LOOKBACK` offsets back) and in the range up
+  to that version's ``last_offset`` to an empty state reproduces the stored state exactly, the run starts from
+  empty with those earlier events as warm-up (:func:`confirm_first_version`);
+* **compacted**: otherwise, when no version before ``F`` survives, only newer ones (a compacted changelog keeps
+  the last value): start from the oldest surviving one and *skip* the range's events it already covers
+  (``offset <= last_offset``); their recorded verdicts are left out of ``--compare-verdicts`` and the number
+  skipped is reported;
+* **empty**: no stored version of the run in its partition: start from empty state at ``F``.
+
+Expiry *inside* the range is replayed from the same evidence
+(:func:`streams.audit.changelog.select_expiries`): every tombstone of the
+run after the first version covering ``F``, directly after a version covering offsets ``<= L``, means the worker
+applied the run's first event after ``L`` (same partition) to an empty state; the replay empties the run's state
+right before that event (a *restart*). A run may expire several times. A tombstone with no later event of the
+run in the range changes nothing (counted as *idle*). Where the evidence is gone the restart point is unknown and
+is said so (notes), the run is then continued as before: a tombstone not directly after a version of the run (a
+compacted changelog dropped it), a tombstone of the run in another partition's changelog (a repartitioned topic:
+offsets are not comparable), and missing changelog offsets (compaction may have dropped whole tombstones).
+
+Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which read the changelog and the
+warm-up events through :func:`streams.audit.replay.read_partitions`. ``--run RUN_ID --with-state`` explains one run from
+the same base, warm-up and restarts (:mod:`streams.audit.explain`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from streams.audit import replay as audit
+from streams.audit.changelog import (
+    ORIGINS,
+    Base,
+    ChangelogIndex,
+    Restart,
+    expiry_notes,
+    index_changelog,
+    select_base,
+    select_expiries,
+)
+from streams.config_file import LoadedConfig
+from streams.decode import scope_key
+from streams.detection import RunState
+from streams.runner import Replayer
+from streams.topics import changelog_topic
+from streams.worker.settings import DEFAULT_GROUP, env_default
+
+#: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
+#: most this many records (``WorkerSettings.max_batch``), so a run whose first stored state covers that event
+#: began at most this many offsets earlier.
+LOOKBACK: Final = 10_000
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``--with-state``, ``--group`` and ``--state-topic`` of ``loopwatch replay``."""
+    p.add_argument(
+        "--with-state",
+        action="store_true",
+        help="with --topic: start each run (with --run: the explained run) from the worker's stored state (its "
+        "table changelog) just before the run's first event in the range, instead of from empty; see README "
+        "'Auditors'",
+    )
+    p.add_argument(
+        "--group",
+        default=env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP),
+        help="with --with-state: the worker's consumer group; the changelog is GROUP-runs-changelog "
+        "(LOOPWATCH_GROUP, default %(default)s)",
+    )
+    p.add_argument("--state-topic", metavar="TOPIC", help="with --with-state: read this changelog topic instead")
+
+
+def state_topic_of(args: argparse.Namespace) -> str:
+    """The changelog topic ``--state-topic``/``--group`` name."""
+    return str(args.state_topic or changelog_topic(args.group))
+
+
+def confirm_first_version(
+    candidate: Base, lookback_after: int, run_events: Sequence[audit.PositionedEvent], config: LoadedConfig
+) -> Base:
+    """A ``compacted`` candidate becomes ``first`` (empty, warm-up after ``lookback_after``) when the run's
+    events after ``lookback_after`` up to the candidate's ``last_offset`` rebuild its state from empty.
+
+    ``run_events`` are the run's events before and in the range, in offset order.
+    """
+    if candidate.origin != "compacted" or candidate.state is None:
+        return candidate
+    replayer = Replayer(config)
+    state: RunState | None = None
+    applied = 0
+    for pe in run_events:
+        if pe.index <= lookback_after:
+            continue
+        if pe.index > candidate.after:
+            break
+        state = replayer.apply(pe.event).state
+        applied += 1
+    if applied and state is not None and state.to_primitive() == candidate.state.to_primitive():
+        return replace(candidate, state=None, after=lookback_after, origin="first", usage=None)
+    return candidate
+
+
+def run_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], list[int]]:
+    """(partition, scope key) -> offsets of the run's events in the range, ascending."""
+    out: dict[tuple[int, str], list[int]] = {}
+    for partition, items in events.items():
+        for pe in items:
+            out.setdefault((partition, scope_key(pe.event)), []).append(pe.index)
+    return out
+
+
+def first_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], int]:
+    """(partition, scope key) -> offset of the run's first event in the range."""
+    return {run: offsets[0] for run, offsets in run_offsets(events).items()}
+
+
+def select_bases(
+    events: Mapping[int, Sequence[audit.PositionedEvent]], index: ChangelogIndex
+) -> dict[tuple[int, str], Base]:
+    """Each run's base (:func:`select_base`) with its expiries in the range (:func:`select_expiries`)."""
+    out: dict[tuple[int, str], Base] = {}
+    for run, offsets in run_offsets(events).items():
+        records = index.runs.get(run, [])
+        out[run] = replace(select_base(records, offsets[0]), expiries=select_expiries(records, offsets))
+    return out
+
+
+def warmup_ranges(bases: Mapping[tuple[int, str], Base], starts: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Per partition, the ``[from, to)`` offsets before the range whose events some run's base does not cover."""
+    out: dict[int, tuple[int, int]] = {}
+    for (partition, _), base in bases.items():
+        start = starts.get(partition, 0)
+        if base.after + 1 < start:
+            lo = out.get(partition, (start, start))[0]
+            out[partition] = (min(lo, base.after + 1), start)
+    return out
+
+
+# --- replay (pure) ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StatefulReplay:
+    records: list[dict[str, Any]]
+    bases: dict[tuple[int, str], Base]
+    skipped: set[tuple[int, int]]  # (partition, offset) of range events a compacted changelog's state covers
+    warmed: int = 0  # events before the range applied silently
+    restarted: int = 0  # range events applied to an empty state: the worker had expired their run just before
+    warmup: dict[int, tuple[int, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {origin: 0 for origin in ORIGINS}
+        for base in self.bases.values():
+            out[base.origin] += 1
+        return out
+
+    def expiries(self) -> dict[str, int]:
+        """In-range expiries: restarts replayed, tombstones without a later event, unknown restart points."""
+        return {
+            "restarted_after_expiry": self.restarted,
+            "expired_without_return": sum(len(b.expiries.idle) for b in self.bases.values()),
+            "expiry_unknown": sum(len(b.expiries.unknowable()) for b in self.bases.values()),
+        }
+
+    def summary(self) -> str:
+        c = self.counts()
+        e = self.expiries()
+        spans = ", ".join(f"{p}:{lo}..{hi - 1}" for p, (lo, hi) in sorted(self.warmup.items())) or "none"
+        return (
+            f"with-state: {len(self.bases)} runs: {c['stored']} from a stored state, {c['first']} begun in the "
+            f"batch of their first event in range (from empty), {c['expired']} expired "
+            f"(empty), {c['compacted']} from a newer state of a compacted changelog, {c['empty']} without "
+            f"state (empty); {self.warmed} earlier events re-applied silently (offsets {spans}); "
+            f"{len(self.skipped)} events skipped (already in a newer stored state); expiries in range: "
+            f"{e['restarted_after_expiry']} restarts from empty replayed, {e['expired_without_return']} without a "
+            f"later event, {e['expiry_unknown']} with an unknown restart point"
+            + (" (each named in a note above)" if e["expiry_unknown"] else "")
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.counts(),
+            "runs": len(self.bases),
+            "warmed": self.warmed,
+            "skipped": len(self.skipped),
+            **self.expiries(),
+            "warmup": {str(p): list(r) for p, r in sorted(self.warmup.items())},
+        }
+
+    def replayed_in_range(self, verdict: Mapping[str, Any]) -> bool:
+        """False for a recorded verdict of a skipped event (not replayed, so not compared)."""
+        source = verdict.get("source")
+        if not isinstance(source, dict):
+            return True
+        return (source.get("partition"), source.get("offset")) not in self.skipped
+
+
+def replay_from_bases(
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    warmup: Mapping[int, Sequence[audit.PositionedEvent]],
+    bases: Mapping[tuple[int, str], Base],
+    config: LoadedConfig,
+    topic: str,
+    *,
+    include_all: bool,
+) -> StatefulReplay:
+    """Like :func:`streams.audit.replay_partitions`, each run starting from its base.
+
+    ``warmup`` holds the events before the range (offset order per partition); only those of runs in the
+    range past their base's ``after`` are applied, without output.
+    """
+    out = StatefulReplay([], dict(bases), set())
+    for partition in sorted(events):
+        start = start_partition(partition, warmup, bases, config, include_all=include_all)
+        out.warmed += sum(start.warmed.values())
+        for pe in events[partition]:
+            if start.covers(pe):
+                out.skipped.add((partition, pe.index))
+                continue
+            if start.restart(pe) is not None:
+                out.restarted += 1
+            out.records.extend(start.replayer.records(pe.event, pe.index, pe.source(topic)))
+    return out
+
+
+@dataclass(slots=True)
+class PartitionStart:
+    """One partition's run states at the start of the range: each run's base plus its warm-up."""
+
+    replayer: Replayer  # the runs' states
+    after: dict[str, int]  # scope key -> the last offset its state covers
+    warmed: dict[str, int] = field(default_factory=dict)  # scope key -> earlier events applied silently
+    restarts: dict[int, Restart] = field(default_factory=dict)  # range offset -> the expiry restarting its run
+
+    def covers(self, pe: audit.PositionedEvent) -> bool:
+        """Whether a range event is already in its run's state (skipped: a compacted changelog's newer state)."""
+        return pe.index <= self.after.get(scope_key(pe.event), -1)
+
+    def restart(self, pe: audit.PositionedEvent) -> Restart | None:
+        """The expiry after which the worker applied ``pe`` to an empty state, if any; its run's state is then
+        emptied here too (call right before applying ``pe``)."""
+        found = self.restarts.get(pe.index)
+        if found is not None:
+            self.replayer.restart(scope_key(pe.event))
+        return found
+
+
+def start_partition(
+    partition: int,
+    warmup: Mapping[int, Sequence[audit.PositionedEvent]],
+    bases: Mapping[tuple[int, str], Base],
+    config: LoadedConfig,
+    *,
+    include_all: bool = False,
+) -> PartitionStart:
+    """The bases of ``partition``'s runs, advanced silently through their ``warmup`` events past ``after``."""
+    start = PartitionStart(Replayer(config, include_all=include_all), {})
+    for (p, key), base in bases.items():
+        if p == partition:
+            start.replayer.states[key] = base.state
+            if base.usage is not None:
+                start.replayer.usage.runs[key] = base.usage
+            start.after[key] = base.after
+            start.restarts.update((r.offset, r) for r in base.expiries.restarts)
+    for pe in warmup.get(partition, ()):
+        key = scope_key(pe.event)
+        if key not in start.after or pe.index <= start.after[key]:
+            continue
+        start.replayer.apply(pe.event)
+        start.after[key] = pe.index
+        start.warmed[key] = start.warmed.get(key, 0) + 1
+    return start
+
+
+@dataclass(slots=True)
+class StatePlan:
+    """The bases chosen from the changelog alone, and which earlier events (``warmup`` spans) are needed."""
+
+    bases: dict[tuple[int, str], Base]
+    lookback: dict[tuple[int, str], int]  # compacted candidates -> warm-up start for confirm_first_version
+    warmup: dict[int, tuple[int, int]]
+    notes: list[str]
+    required: dict[int, tuple[int, int]] = field(default_factory=dict)  # warm-up the stored bases need
+
+
+def plan_state(
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    changelog: Mapping[int, Sequence[audit.TopicRecord]],
+    state_topic: str,
+    starts: Mapping[int, int],
+) -> StatePlan:
+    """Bases from the changelog records, plus the ``[from, to)`` spans before the range to read for warm-up."""
+    firsts = first_offsets(events)
+    index = index_changelog(changelog, state_topic, set(firsts))
+    bases = select_bases(events, index)
+    lookback = {run: max(-1, firsts[run] - LOOKBACK - 1) for run, b in bases.items() if b.origin == "compacted"}
+    spans = warmup_ranges({**bases, **{run: Base(None, after, "first") for run, after in lookback.items()}}, starts)
+    notes = [*index.ignored, *index.gaps]
+    for run, base in sorted(bases.items()):
+        notes += expiry_notes(run, base, state_topic)
+    return StatePlan(bases, lookback, spans, notes, warmup_ranges(bases, starts))
+
+
+def finish_state(
+    plan: StatePlan,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    warm: Mapping[int, Sequence[audit.PositionedEvent]],
+    config: LoadedConfig,
+    topic: str,
+    *,
+    include_all: bool,
+) -> StatefulReplay:
+    """Confirm first versions against the warm-up events (``plan.warmup`` spans), then replay from the bases."""
+    bases = confirm_bases(plan, events, warm, config)
+    result = replay_from_bases(events, warm, bases, config, topic, include_all=include_all)
+    result.warmup = dict(plan.warmup)
+    result.notes = list(plan.notes)
+    return result
+
+
+def confirm_bases(
+    plan: StatePlan,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    warm: Mapping[int, Sequence[audit.PositionedEvent]],
+    config: LoadedConfig,
+) -> dict[tuple[int, str], Base]:
+    """``plan.bases`` with every compacted candidate checked by :func:`confirm_first_version`."""
+    bases = dict(plan.bases)
+    by_run: dict[tuple[int, str], list[audit.PositionedEvent]] = {run: [] for run in plan.lookback}
+    for partition in {p for p, _ in plan.lookback}:
+        for pe in (*warm.get(partition, ()), *events[partition]):
+            run_events = by_run.get((partition, scope_key(pe.event)))
+            if run_events is not None:
+                run_events.append(pe)
+    for run, after in plan.lookback.items():
+        bases[run] = confirm_first_version(bases[run], after, by_run[run], config)
+    return bases
+
+
+# --- Kafka I/O (thin) -------------------------------------------------------------------------------------
+
+
+async def replay_with_state(
+    bootstrap: str,
+    state_topic: str,
+    topic: str,
+    read: audit.TopicRead,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    config: LoadedConfig,
+    *,
+    include_all: bool,
+    **read_options: Any,
+) -> StatefulReplay:
+    """Read the changelog, plan, read the warm-up events, finish (see :func:`plan_state`, :func:`finish_state`).
+
+    ``read_options`` go to every :func:`streams.audit.replay.read_partitions` call (connection settings).
+    """
+    plan, warm = await read_state(bootstrap, state_topic, topic, read, events, **read_options)
+    return finish_state(plan, events, warm, config, topic, include_all=include_all)
+
+
+async def read_state(
+    bootstrap: str,
+    state_topic: str,
+    topic: str,
+    read: audit.TopicRead,
+    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    **read_options: Any,
+) -> tuple[StatePlan, dict[int, list[audit.PositionedEvent]]]:
+    """The plan for ``events``' runs (from the changelog) and the warm-up events it needs, per partition."""
+    try:
+        changelog = await audit.read_partitions(bootstrap, state_topic, **read_options)
+    except RuntimeError as exc:
+        raise RuntimeError(f"cannot read state topic {state_topic}: {exc}") from None
+    plan = plan_state(events, changelog.records, state_topic, {p: lo for p, (lo, _) in read.ranges.items()})
+    warm: dict[int, list[audit.PositionedEvent]] = {}
+    if plan.warmup:
+        spans = plan.warmup
+        start = audit.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
+        end = audit.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
+        earlier = await audit.read_partitions(bootstrap, topic, start, end, **read_options)
+        for p, (lo, _) in sorted(plan.required.items()):
+            got = earlier.ranges.get(p, (lo, lo))[0]
+            if got > lo:
+                plan.notes.append(f"{topic}[{p}]: events {lo}..{got - 1} are gone (retention); replay may differ")
+        warm, _ = audit.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
+    return plan, warm

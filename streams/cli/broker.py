@@ -1,0 +1,138 @@
+"""``loopwatch broker``: run the embedded Tansu broker in the foreground until Ctrl-C or SIGTERM.
+
+``--cert``/``--key`` make the listener TLS (``--client-ca``: clients must present a certificate signed by that
+CA). Tansu 0.6.0 cannot serve TLS itself, so a TLS front in this process relays to Tansu on a private
+127.0.0.1 port (streams/devbroker/tls_front.py). SASL is not offered: see the README ("Connecting to a secured Kafka")
+for what Tansu's ``--authentication`` does and why it cannot be used with memory storage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from streams.devbroker import BrokerError, EmbeddedBroker, PortInUseError
+from streams.errors import EXIT_UNAVAILABLE, CommandError
+from streams.kafka.admin import create_topics
+from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "broker",
+        help="run the embedded Kafka-compatible broker (Tansu, memory only) on 127.0.0.1",
+        description="Run the embedded Kafka-compatible broker (Tansu, keeping everything in memory) on 127.0.0.1 "
+        "until Ctrl-C or SIGTERM, for local use and tests; production runs real Kafka. With --cert and --key the "
+        "listener speaks TLS.",
+    )
+    parser.add_argument(
+        "--port", type=int, default=9092, help="listen port on 127.0.0.1 (default 9092; 0: pick a free one)"
+    )
+    parser.add_argument(
+        "--log-file", default=None, help="broker log file (default: a temporary file, removed when the broker stops)"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="create this topic once the broker is ready (repeatable); auto-created topics get 4 partitions",
+    )
+    parser.add_argument("--ready-timeout", type=float, default=15.0, help="seconds to wait for readiness (default 15)")
+    parser.add_argument("--cert", metavar="PEM", default=None, help="serve TLS with this certificate (chain)")
+    parser.add_argument("--key", metavar="PEM", default=None, help="private key of --cert (unencrypted PEM)")
+    parser.add_argument(
+        "--client-ca", metavar="PEM", default=None, help="with --cert: require client certificates signed by this CA"
+    )
+    add_security_arguments(parser)  # how --topic creation connects (default with --cert: trust --cert itself)
+    parser.set_defaults(func=run)
+
+
+_HELP = "see 'loopwatch broker --help'"
+
+
+def _parse_topics(specs: list[str]) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    for spec in specs:
+        name, sep, count = spec.rpartition(":")
+        if not sep or not name or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--topic expects NAME:PARTITIONS, got {spec!r}")
+        topics[name] = int(count)
+    return topics
+
+
+def topic_security(args: argparse.Namespace) -> KafkaSecurity:
+    """How ``--topic`` creation connects: the shared flags/env/file, else (TLS) trust the served certificate."""
+    security = security_from_args(args)
+    if args.cert and security.is_plaintext:
+        if args.client_ca:
+            raise KafkaSecurityError(
+                "--topic with --client-ca needs a client certificate: --security-protocol SSL --ssl-cafile CA "
+                "--ssl-certfile CERT --ssl-keyfile KEY"
+            )
+        # The exact certificate served is the trust anchor, so the host name adds nothing.
+        security = KafkaSecurity(security_protocol="SSL", ssl_cafile=args.cert, ssl_check_hostname=False)
+    return security
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        topics = _parse_topics(args.topic)
+    except ValueError as exc:
+        raise CommandError(str(exc), "--topic", "e.g. --topic loopwatch.events:12") from None
+    if (args.cert is None) != (args.key is None) or (args.client_ca and not args.cert):
+        raise CommandError("--cert and --key go together (and --client-ca needs both)", hint=_HELP)
+    try:
+        security = topic_security(args) if topics else None
+    except KafkaSecurityError as exc:
+        raise CommandError(str(exc), hint=_HELP) from None
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    broker = EmbeddedBroker(
+        port=args.port or None,
+        log_path=args.log_file,
+        ready_timeout=args.ready_timeout,
+        tls_cert=args.cert,
+        tls_key=args.key,
+        tls_client_ca=args.client_ca,
+    )
+    try:
+        where = f"127.0.0.1:{args.port}" if args.port else "127.0.0.1"
+        try:
+            broker.start()
+        except PortInUseError:
+            raise CommandError(
+                "port in use", where, "another broker or program listens there; pick another --port (0: a free one)",
+                code=EXIT_UNAVAILABLE,
+            ) from None  # fmt: skip
+        except BrokerError as exc:
+            raise CommandError("the broker did not start", where, str(exc), code=EXIT_UNAVAILABLE) from None
+        if topics:
+            from streams.kafka.client import kafka_failure
+
+            assert security is not None
+            try:
+                create_topics(broker.bootstrap, topics, security=security)
+            except Exception as exc:  # TopicMismatchError, Kafka errors
+                raise kafka_failure(exc, "cannot create topics", broker.bootstrap, security) from None
+        tls = " TLS" + (" with client certificates" if args.client_ca else "") if broker.tls else ""
+        print(f"broker ready on {broker.bootstrap}{tls} (pid {broker.pid}, log {broker.log_path})", flush=True)
+        while not stop.wait(0.5):
+            if not broker.is_running():
+                raise CommandError(
+                    "the broker exited unexpectedly", broker.bootstrap, " ".join(broker.log_tail(400).split()),
+                    code=EXIT_UNAVAILABLE,
+                )  # fmt: skip
+        print("stopping broker", flush=True)
+        return 0
+    finally:
+        broker.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

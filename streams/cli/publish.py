@@ -1,0 +1,153 @@
+"""``loopwatch publish``: send events from a JSON Lines file to ``loopwatch.events``, keyed by scope key.
+
+Each line is validated as an event (schemas/events.py) and sent as is (the original bytes), keyed by its scope key
+so that every event of a run lands in one partition, in file order. Invalid lines are reported with their
+line number and not sent (exit status 2). ``--raw`` sends every non-blank line unchecked, keyed by scope key
+when one can be derived: that is how tests feed the worker bad records to dead-letter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from streams.decode import InvalidEvent, decode_event, scope_key
+from streams.errors import EXIT_USAGE, CommandError
+from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
+from streams.kafka.security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
+from streams.topics import EVENTS_TOPIC
+from streams.worker.settings import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_PARTITIONS,
+    SettingsError,
+    env_default,
+    env_int,
+    environ,
+)
+
+_RAW_MAX_REQUEST = 16 * 1024 * 1024  # --raw may carry deliberately oversized records
+
+
+def register(subparsers: Any) -> None:
+    env = environ()
+    try:
+        partitions = env_int(env, "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
+    except SettingsError:
+        partitions = DEFAULT_PARTITIONS
+    p = subparsers.add_parser(
+        "publish",
+        help="send events from a JSON Lines file to loopwatch.events",
+        description="Check every line of a JSON Lines file as an event and send the valid ones, each keyed by its "
+        "run, so that a run's events stay in order in one partition. Invalid lines are reported with their line "
+        "number and not sent (exit status 2).",
+    )
+    p.add_argument("file", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    p.add_argument(
+        "--bootstrap",
+        default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
+    )
+    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
+    p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=partitions,
+        help="partitions of the topic if it has to be created "
+        f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
+    )
+    add_security_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    for number, raw in enumerate(stream, 1):
+        line = raw.rstrip(b"\r\n")
+        if line.strip():
+            yield number, line
+
+
+def prepare(lines: Iterator[tuple[int, bytes]], *, raw: bool) -> tuple[list[tuple[bytes | None, bytes]], int]:
+    """``([(key, value)], refused)``; invalid lines are reported on stderr and refused unless ``raw``."""
+    records: list[tuple[bytes | None, bytes]] = []
+    refused = 0
+    for number, line in lines:
+        if raw:
+            records.append((scope_key_from_raw(line), line))
+            continue
+        try:
+            event = decode_event(line)
+        except InvalidEvent as exc:
+            refused += 1
+            print(f"line {number}: invalid event ({exc.reason}): {exc.detail}; not sent", file=sys.stderr)
+            continue
+        records.append((scope_key(event).encode("utf-8"), line))
+    return records, refused
+
+
+async def send_all(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes]],
+    *,
+    partitions: int,
+    raw: bool,
+    security: KafkaSecurity = PLAINTEXT,
+) -> int:
+    """Create the topic if missing, send every record in order and wait for all acknowledgements."""
+    from aiokafka import AIOKafkaProducer
+
+    from streams.kafka.admin import ensure_topics
+
+    if topic not in await partition_counts(bootstrap, security=security):
+        await ensure_topics(bootstrap, {topic: partitions}, security=security)
+    producer = AIOKafkaProducer(
+        **security.aiokafka_kwargs(),
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        max_request_size=_RAW_MAX_REQUEST if raw else 1_048_576,
+        client_id="loopwatch-publish",
+    )
+    async with started(producer, 15.0):
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    return len(futures)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        raise CommandError(str(exc), hint="see 'loopwatch publish --help'") from None
+    try:
+        source = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
+    except OSError as exc:
+        raise CommandError("cannot read the events file", str(args.file), exc.strerror) from None
+    with source:
+        records, refused = prepare(_lines(source), raw=args.raw)
+    preflight(args.bootstrap, security)
+    try:
+        sent = asyncio.run(
+            send_all(args.bootstrap, args.topic, records, partitions=args.partitions, raw=args.raw, security=security)
+        )
+    except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
+        raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
+    summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
+    print(summary + (f"; refused {plural(refused, 'invalid line')}" if refused else ""))
+    return EXIT_USAGE if refused else 0
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -1,0 +1,290 @@
+"""``loopwatch replay``: run the detection core over recorded events, offline, for audits and tests.
+
+``--events FILE`` replays a JSON Lines file in file order. ``--topic T --bootstrap B`` replays a topic range
+(``--from``/``--to``: ``N`` for every partition, ``P:N,P:N`` per partition, or an RFC 3339 time resolved with
+``offsets_for_times`` -- record timestamps, which on the embedded broker are the broker's write time) per
+partition in offset order, exactly as the worker does; ``--compare-verdicts`` diffs the result against the
+verdicts topic; ``--run RUN_ID`` explains one run. See :mod:`streams.audit.replay`. ``--with-state`` starts each run
+(or, with ``--run``, the explained run) from the worker's stored state (its run table's changelog) instead of
+empty, so a range that starts in the middle of runs agrees with the worker; see :mod:`streams.audit.with_state` and
+:mod:`streams.audit.explain`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from streams.audit import explain as explain_state
+from streams.audit import replay as audit
+from streams.audit import with_state as audit_state
+from streams.audit.replay import replay_lines
+from streams.audit.source import lines
+from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.decode import InvalidEvent, decode_event
+from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.topics import VERDICTS_TOPIC
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="replay recorded events through the detectors and print decisions",
+        description="Run the detectors over recorded events (a JSON Lines file, or a Kafka topic range read per "
+        "partition in offset order, exactly as the worker reads it) and print one JSON object per decision. "
+        "Also compares the result with the verdicts the worker published (--compare-verdicts), starts runs from "
+        "the worker's stored state (--with-state) and explains one run step by step (--run).",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    source.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
+    p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
+    p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
+    p.add_argument(
+        "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
+    )
+    p.add_argument(
+        "--verdicts-topic",
+        default=VERDICTS_TOPIC,
+        help=f"verdicts topic for --compare-verdicts (default {VERDICTS_TOPIC})",
+    )
+    p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
+    p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
+    p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
+    p.add_argument("--all", action="store_true", help="also print decisions that are not published")
+    p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
+    audit_state.add_arguments(p)
+    add_profile_arguments(p)
+    add_security_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_openclaw_config(args.config) if args.config else LoadedConfig.default()
+        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
+    except ConfigFileError as exc:
+        raise exc.to_command_error() from None
+    for w in config.warnings:
+        print(f"loopwatch replay: {format_warning(w)}", file=sys.stderr)
+    for line in profile_warnings:
+        print(f"loopwatch replay: {line}", file=sys.stderr)
+    if args.topic is not None:
+        return run_topic(args, config)
+    if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
+        raise CommandError("--from, --to, --compare-verdicts and --with-state need --topic", hint=_HELP)
+    try:
+        source = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
+    except OSError as exc:
+        raise CommandError("cannot read the events file", str(args.events), exc.strerror) from None
+    with source:
+        if args.run is not None:
+            return explain_lines(lines(source), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
+        return replay_lines(
+            lines(source),
+            config,
+            sys.stdout.buffer,
+            include_all=args.all,
+            skip_invalid=args.skip_invalid,
+            name=str(args.events),
+        )
+
+
+_HELP = "see 'loopwatch replay --help'"
+
+
+def explain_lines(
+    lines: Iterator[bytes], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool, name: str
+) -> int:
+    """``--run`` over a file: bad lines are reported and skipped (an explanation is not an audit)."""
+    events: list[audit.PositionedEvent] = []
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            events.append(audit.PositionedEvent(index, decode_event(raw)))
+        except InvalidEvent as exc:
+            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+    return _explain(events, config, run, out, as_json=as_json)
+
+
+def _explain(
+    events: list[audit.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool
+) -> int:
+    steps = audit.explain_run(events, config, run)
+    if as_json:
+        out.write(orjson.dumps({"run": run, "events": audit.explain_json(steps)}).decode() + "\n")
+    elif steps:  # no events: the error line says so, once
+        out.write(audit.render_explain(steps, run, config))
+    return _explained(out, run, bool(steps))
+
+
+def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
+    out.flush()
+    if not found:
+        raise CommandError(
+            f"no event of run {run!r}{why}", hint="give a run id or scope key as it appears in the events", code=1
+        )
+    return 0
+
+
+def _explain_with_state(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    read: audit.TopicRead,
+    events: dict[int, list[audit.PositionedEvent]],
+    security: KafkaSecurity,
+) -> int:
+    """``--run --with-state``: explain the run from the worker's stored state (see :mod:`streams.audit.explain`)."""
+    mine = explain_state.run_events(events, args.run)
+    if not mine:
+        return _explain([], config, args.run, sys.stdout, as_json=args.json)
+    state_topic = audit_state.state_topic_of(args)
+    try:
+        plan, warm = asyncio.run(
+            audit_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
+        )
+    except Exception as exc:
+        raise _kafka(exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security) from None
+    for note in plan.notes:
+        print(note, file=sys.stderr)
+    result = explain_state.explain_from_state(plan, mine, warm, config, args.run)
+    if args.json:
+        sys.stdout.write(orjson.dumps(result.to_json(args.run)).decode() + "\n")
+    else:
+        sys.stdout.write(result.render(args.run, config))
+    why = f" after its stored state ({result.skipped} events in range already in it)" if result.skipped else ""
+    return _explained(sys.stdout, args.run, bool(result.steps), why)
+
+
+def _kafka(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity) -> CommandError:
+    from streams.kafka.client import kafka_failure
+
+    if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
+        text = security.redact(str(exc))
+        wrong_name = "no such topic" in text or "has no partition" in text
+        return CommandError(action, bootstrap, text, code=EXIT_USAGE if wrong_name else EXIT_UNAVAILABLE)
+    return kafka_failure(exc, action, bootstrap, security)
+
+
+def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
+    """``--topic``: replay a topic range like the worker; optionally compare or explain."""
+    from streams.kafka.client import preflight
+
+    if not args.bootstrap:
+        raise CommandError("--topic needs --bootstrap HOST:PORT", hint=_HELP)
+    try:
+        start = audit.parse_bound(args.start) if args.start is not None else None
+        end = audit.parse_bound(args.end) if args.end is not None else None
+    except audit.RangeError as exc:
+        raise CommandError(str(exc), "--from/--to", _HELP) from None
+    try:
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        raise CommandError(str(exc), hint=_HELP) from None
+    preflight(args.bootstrap, security)
+    try:
+        read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end, security=security))
+    except Exception as exc:
+        raise _kafka(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+    events, bad = audit.decode_records(read.records)
+    if args.run is not None and bad:
+        # An explanation is about one run: one line for the bad records, not one per record of every partition.
+        print(
+            f"loopwatch replay: warning: {len(bad)} records of {args.topic} are not valid events and were skipped "
+            "(replay without --run lists them)",
+            file=sys.stderr,
+        )
+    else:
+        for b in bad:
+            print(b.describe(args.topic), file=sys.stderr)
+    if args.run is not None:
+        if args.with_state:
+            status = _explain_with_state(args, config, read, events, security)
+        else:
+            flat = [pe for partition in sorted(events) for pe in events[partition]]
+            status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
+        return 2 if bad and args.strict else status
+    stateful: audit_state.StatefulReplay | None = None
+    if args.with_state:
+        try:
+            stateful = asyncio.run(
+                audit_state.replay_with_state(
+                    args.bootstrap,
+                    audit_state.state_topic_of(args),
+                    args.topic,
+                    read,
+                    events,
+                    config,
+                    include_all=args.all,
+                    security=security,
+                )
+            )
+        except Exception as exc:
+            raise _kafka(exc, "cannot read the worker's stored state", args.bootstrap, security) from None
+        for note in stateful.notes:
+            print(note, file=sys.stderr)
+        print(stateful.summary(), file=sys.stderr)
+        replayed = stateful.records
+    else:
+        replayed = audit.replay_partitions(events, config, args.topic, include_all=args.all)
+    if args.compare_verdicts:
+        try:
+            verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
+        except Exception as exc:
+            raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
+        recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
+        for note in notes:
+            print(note, file=sys.stderr)
+        in_range = [v for v in recorded if audit.in_range(v, args.topic, read.ranges)]
+        if stateful is not None:  # events a newer stored state already covers were not replayed
+            in_range = [v for v in in_range if stateful.replayed_in_range(v)]
+        comparison = audit.compare_verdicts(replayed, in_range)
+        if args.json:
+            doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
+            if stateful is not None:
+                doc["state"] = stateful.to_json()
+            sys.stdout.write(orjson.dumps({**doc, **comparison.to_json()}).decode() + "\n")
+        else:
+            sys.stdout.write(comparison.summary() + "\n")
+            for diff in comparison.differences:
+                sys.stdout.write(diff.describe() + "\n")
+        sys.stdout.flush()
+        if not comparison.equal:
+            hint = config_hash_hint(in_range, config.config_hash)
+            if hint:
+                print(hint, file=sys.stderr)
+            return 1
+        return 2 if bad and args.strict else 0
+    out = sys.stdout.buffer
+    for record in replayed:
+        out.write(orjson.dumps(record) + b"\n")
+    out.flush()
+    return 2 if bad and args.strict else 0
+
+
+def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str) -> str | None:
+    """When verdicts differ and the recorded ones were decided with another config, say so (and what to pass)."""
+    others: dict[str, int] = {}
+    for verdict in recorded:
+        recorded_hash = verdict.get("config_hash")
+        if isinstance(recorded_hash, str) and recorded_hash != replay_hash:
+            others[recorded_hash] = others.get(recorded_hash, 0) + 1
+    if not others:
+        return None
+    listed = ", ".join(f"{h[:12]} ({n})" for h, n in sorted(others.items(), key=lambda kv: -kv[1]))
+    return (
+        f"loopwatch replay: note: {sum(others.values())} of {len(recorded)} recorded verdicts were decided with "
+        f"another config (config_hash {listed}) than this replay ({replay_hash[:12]}): pass the worker's config "
+        "file with --config"
+    )

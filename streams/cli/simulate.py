@@ -1,0 +1,181 @@
+"""``loopwatch simulate``: deterministic fleet traffic as JSON Lines, or published to the events topic.
+
+The generator is streams/simulate.py; this module only writes its records somewhere. Publishing keys every
+record by its scope key so that a run's events stay in one partition, in order. ``--realtime`` paces records
+to the rate and stamps them with the wall clock, so the worker's event-to-verdict latency is real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from streams.errors import CommandError
+from streams.kafka.security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
+from streams.simulate import simulate
+from streams.topics import EVENTS_TOPIC
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="generate deterministic fleet traffic (file, stdout or Kafka)",
+        description="Generate the events of a simulated fleet of OpenClaw gateways: mostly healthy runs and a few "
+        "runs looping in every way the detectors know. The same seed gives the same records; ids and the start "
+        "time derive from the seed, so different seeds never collide.",
+    )
+    p.add_argument("--gateways", type=_positive_int, required=True, help="number of simulated gateways")
+    p.add_argument("--rate", type=_positive_float, required=True, help="events per second, whole fleet")
+    p.add_argument("--duration", type=_positive_float, required=True, help="simulated seconds")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes; default 0)")
+    p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
+    p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")
+    p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
+    p.add_argument("--usage", action="store_true", help="precede each tool call by its model call's usage")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
+    target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
+    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})")
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="with --bootstrap: pace records to the rate and stamp them with the wall clock",
+    )
+    add_security_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
+    start_ms = int(time.time() * 1000) if args.realtime else None
+    return simulate(
+        gateways=args.gateways,
+        rate=args.rate,
+        duration=args.duration,
+        seed=args.seed,
+        hashed=args.hashed,
+        malformed=args.malformed,
+        oversized=args.oversized,
+        start_ms=start_ms,
+        usage=args.usage,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.realtime and not args.bootstrap:
+        raise CommandError("--realtime needs --bootstrap", hint="it paces records sent to Kafka")
+    if args.bootstrap:
+        from streams.kafka.client import kafka_failure, preflight
+
+        try:
+            security = security_from_args(args)
+        except KafkaSecurityError as exc:
+            raise CommandError(str(exc), hint="see 'loopwatch simulate --help'") from None
+        preflight(args.bootstrap, security)
+        started = time.monotonic()
+        try:
+            count = asyncio.run(
+                publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security)
+            )
+        except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
+            raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
+        elapsed = time.monotonic() - started
+        print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
+        return 0
+    if args.out is None or str(args.out) == "-":
+        try:
+            write_lines(_records(args), sys.stdout.buffer)
+        except BrokenPipeError:  # `loopwatch simulate ... | head`: the reader has all it wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    try:
+        with args.out.open("wb") as out:
+            write_lines(_records(args), out)
+    except OSError as exc:
+        raise CommandError("cannot write the output file", str(args.out), exc.strerror) from None
+    return 0
+
+
+def write_lines(records: Iterator[tuple[bytes, bytes]], out: IO[bytes]) -> int:
+    """One record value per line (values never contain a raw newline). Returns the number written."""
+    count = 0
+    for _, value in records:
+        out.write(value + b"\n")
+        count += 1
+    out.flush()
+    return count
+
+
+async def publish(
+    records: Iterator[tuple[bytes, bytes]],
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    realtime: bool,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
+) -> int:
+    """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
+    from aiokafka import AIOKafkaProducer  # only this path needs Kafka
+
+    from streams.kafka.client import started as client_started
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        linger_ms=20,
+        acks="all",
+        max_request_size=4 * 1024 * 1024,
+        **security.aiokafka_kwargs(),
+    )
+    count = 0
+    async with client_started(producer, 30.0):
+        started = time.monotonic()
+        pending = []
+        for key, value in records:
+            if realtime:
+                delay = started + count / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            pending.append(await producer.send(topic, value=value, key=key))
+            count += 1
+            if len(pending) >= 10_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    return count
+
+
+__all__ = ["publish", "register", "run", "write_lines"]

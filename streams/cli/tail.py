@@ -1,0 +1,194 @@
+"""``loopwatch tail``: follow loopwatch topics, one readable line per record (or the JSON record with --json).
+
+Reads every partition without joining a consumer group (nothing is committed, any number of tails can run).
+Starts at the current end unless ``--from-beginning``; end offsets come from
+:func:`streams.kafka.compat.end_offsets` because the embedded broker's ListOffsets answer is wrong. Each
+record's line is chosen by what it is (streams/record_lines.py), so verdicts, fleet alerts, dead letters and
+events can be followed together. ``--max N`` stops after N shown records (exit status 1 if ``--timeout`` ends
+the wait first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import OrderedDict
+from typing import IO, Any
+
+import orjson
+
+from streams.errors import EXIT_FINDINGS, EXIT_OK, CommandError, warn
+from streams.kafka.security import (
+    PLAINTEXT,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
+from streams.record_lines import fit, kind_of, record_line
+from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
+from streams.worker.settings import DEFAULT_BOOTSTRAP, env_default, environ
+
+_ESCALATIONS_REMEMBERED = 100_000  # runs whose shown decision levels are remembered (oldest forgotten first)
+
+
+def register(subparsers: Any) -> None:
+    env = environ()
+    p = subparsers.add_parser(
+        "tail",
+        help="follow verdicts, fleet alerts, dead letters or events, one line each",
+        description="Follow loopwatch topics from their end (or from the beginning), one readable line per record: "
+        "verdicts, fleet storm alerts, dead letters and events each have their own line. Nothing is committed, so "
+        "any number of tails can run.",
+    )
+    p.add_argument(
+        "--bootstrap",
+        default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=None,
+        help=f"topic to follow, repeatable (default {VERDICTS_TOPIC}; also {FLEET_ALERTS_TOPIC}, "
+        f"{DEAD_LETTER_TOPIC}, {EVENTS_TOPIC})",
+    )
+    p.add_argument("--json", action="store_true", help="print each record as it is, one JSON object per line")
+    p.add_argument("--gateway", help="only records of this gateway id")
+    p.add_argument("--agent", help="only records of this agent id")
+    p.add_argument("--decision", choices=("warning", "block", "abort"), help="only verdicts with this decision")
+    p.add_argument(
+        "--escalations",
+        action="store_true",
+        help="only the first warning, block and abort of each run (a looping run repeats its verdicts)",
+    )
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained record")
+    p.add_argument("--max", type=int, default=None, metavar="N", help="stop after N records")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--width", type=int, default=0, metavar="COLUMNS", help="cut lines to this width (0: never)")
+    add_security_arguments(p)
+    p.set_defaults(func=run)
+
+
+def matches(record: dict[str, Any], args: argparse.Namespace) -> bool:
+    decision = getattr(args, "decision", None)
+    return (
+        (args.gateway is None or record.get("gateway_id") == args.gateway)
+        and (args.agent is None or record.get("agent_id") == args.agent)
+        and (decision is None or record.get("decision") == decision)
+    )
+
+
+def topics_of(args: argparse.Namespace) -> list[str]:
+    """The followed topics: ``--topic`` may be repeated (a plain string is accepted too)."""
+    topic = args.topic
+    if not topic:
+        return [VERDICTS_TOPIC]
+    return [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
+
+
+class Escalations:
+    """Lets through the first verdict of each decision level of each run (bounded memory)."""
+
+    def __init__(self, limit: int = _ESCALATIONS_REMEMBERED) -> None:
+        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._limit = limit
+
+    def first(self, record: dict[str, Any]) -> bool:
+        if kind_of(record) != "verdict":
+            return True
+        scope = record.get("run_id") or record.get("session_id")
+        key = (record.get("gateway_id"), scope, record.get("decision"))
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self._limit:
+            self._seen.popitem(last=False)
+        return True
+
+
+async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity = PLAINTEXT) -> int:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.kafka.client import partition_counts, started
+    from streams.kafka.compat import end_offsets
+
+    deadline = time.monotonic() + args.timeout if args.timeout is not None else None
+    counts = await partition_counts(args.bootstrap, security=security)
+    topics = topics_of(args)
+    for topic in topics:
+        if topic not in counts:
+            raise CommandError(
+                "no such topic", topic, "the worker creates the loopwatch topics when it starts; is one running?"
+            )
+    tps = [TopicPartition(topic, p) for topic in topics for p in range(counts[topic])]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=200,
+        client_id="loopwatch-tail",
+        **security.aiokafka_kwargs(),
+    )
+    escalations = Escalations() if getattr(args, "escalations", False) else None
+    width = getattr(args, "width", 0) or 0
+    shown = 0
+    async with started(consumer, 15.0):
+        consumer.assign(tps)
+        if args.from_beginning:
+            for tp in tps:
+                consumer.seek(tp, 0)
+        else:
+            ends = await end_offsets(
+                args.bootstrap, [(tp.topic, tp.partition) for tp in tps], **security.aiokafka_kwargs()
+            )
+            for tp in tps:
+                consumer.seek(tp, ends[tp])
+        while args.max is None or shown < args.max:
+            wait = 0.5
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    break
+            batches = await consumer.getmany(timeout_ms=max(1, int(wait * 1000)))
+            records = sorted((m for msgs in batches.values() for m in msgs), key=lambda m: m.timestamp)
+            for message in records:
+                try:
+                    record = orjson.loads(message.value or b"")
+                except orjson.JSONDecodeError:
+                    record = None
+                if not isinstance(record, dict):
+                    where = f"{message.topic}[{message.partition}]@{message.offset}"
+                    warn(
+                        "tail",
+                        f"skipping a record that is not a JSON object ({where}, {len(message.value or b'')} bytes)",
+                    )
+                    continue
+                if not matches(record, args) or (escalations is not None and not escalations.first(record)):
+                    continue
+                out.write((orjson.dumps(record).decode() if args.json else fit(record_line(record), width)) + "\n")
+                out.flush()
+                shown += 1
+                if args.max is not None and shown >= args.max:
+                    break
+    return EXIT_FINDINGS if args.max is not None and shown < args.max else EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from streams.kafka.client import kafka_failure, preflight
+
+    try:
+        security = security_from_args(args)
+    except KafkaSecurityError as exc:
+        raise CommandError(str(exc), hint="see 'loopwatch tail --help'") from None
+    timeout = 5.0 if args.timeout is None else max(0.5, min(5.0, args.timeout))
+    preflight(args.bootstrap, security, timeout=timeout)
+    try:
+        return asyncio.run(follow(args, sys.stdout, security))
+    except (KeyboardInterrupt, BrokenPipeError):
+        return EXIT_OK
+    except CommandError:
+        raise
+    except Exception as exc:
+        raise kafka_failure(exc, "cannot follow the topics", args.bootstrap, security) from None

@@ -1,0 +1,171 @@
+"""``loopwatch whatif``: what a candidate loop-detection config (or a sweep of one key) would change.
+
+Reads events like ``loopwatch replay`` (one event per line; a bad line is reported with its line number
+and makes the exit status 2 unless ``--skip-invalid``), or a whole topic from its first to its end offsets
+(``--topic`` with ``--bootstrap``). The events are decoded once and kept in memory, then every config runs
+over them through the same core path as replay and the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from streams.audit.source import lines, read_events, read_records, read_topic
+from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
+from streams.errors import CommandError
+from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.whatif import (
+    SweepError,
+    build_report,
+    parse_sweep,
+    render_html,
+    render_table,
+    to_json,
+)
+from streams.whatif.sweep import SWEEP_KEYS
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "whatif",
+        help="compare a candidate loop-detection config with the current one on recorded events",
+        description="Replay recorded events (a JSON Lines file, or a whole topic) under the current config and "
+        "a candidate config, or under a sweep of one setting, and show what would change: verdicts gained and "
+        "lost, runs stopped earlier or later. Bad lines are reported and make the exit status 2 unless "
+        "--skip-invalid.",
+    )
+    p.add_argument("--config", type=Path, help="current OpenClaw config (JSON5); default: OpenClaw defaults")
+    p.add_argument("--candidate", type=Path, help="candidate OpenClaw config (JSON5)")
+    p.add_argument(
+        "--candidate-profile",
+        choices=PROFILES,
+        help="judge every event of the candidate by this OpenClaw generation (e.g. openclaw-2026.9: what an "
+        "upgrade of these gateways would change); with no --candidate the current config file is used",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    source.add_argument("--topic", help="read this topic from its beginning to its end offsets")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument(
+        "--sweep",
+        metavar="KEY=a..b[:step]",
+        help=f"sensitivity table over one key of the current config; KEY is one of {', '.join(SWEEP_KEYS)}",
+    )
+    p.add_argument("--format", choices=("table", "json"), default="table", help="stdout format")
+    p.add_argument("--html", type=Path, help="also write a self-contained HTML report with charts")
+    p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
+    p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
+    p.add_argument("--limit", type=int, default=20, help="changed runs listed in the table (default 20)")
+    p.add_argument("--buckets", type=int, default=40, help="time buckets of the HTML timeline (default 40)")
+    add_profile_arguments(p)
+    add_security_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _error(message: str, where: str | None = None, hint: str | None = None) -> NoReturn:
+    raise CommandError(message, where, hint)
+
+
+def _load(path: Path | None, label: str, *, quiet: bool = False) -> LoadedConfig:
+    config = load_openclaw_config(path) if path is not None else LoadedConfig.default()
+    for w in () if quiet else config.warnings:
+        print(f"loopwatch whatif: {label} config: {format_warning(w)}", file=sys.stderr)
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.candidate is None and args.sweep is None and args.candidate_profile is None:
+        return _error(
+            "nothing to compare", hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME"
+        )
+    if args.topic is not None and not args.bootstrap:
+        return _error("--topic needs --bootstrap HOST:PORT", hint="it reads the topic from Kafka")
+    try:
+        sweep = parse_sweep(args.sweep) if args.sweep is not None else None
+    except SweepError as exc:
+        return _error(str(exc), "--sweep", "see 'loopwatch whatif --help'")
+    try:
+        current = _load(args.config, "current")
+        for line in configure_profiles(current, args.profiles, args.default_profile):
+            print(f"loopwatch whatif: current: {line}", file=sys.stderr)
+        candidate: LoadedConfig | None = None
+        if args.candidate is not None or args.candidate_profile is not None:
+            quiet = args.candidate is None  # the current file again: its warnings are printed already
+            candidate = _load(args.candidate if args.candidate is not None else args.config, "candidate", quiet=quiet)
+            candidate.choice = current.choice
+            profile = args.candidate_profile
+            if profile is not None:
+                candidate.choice = current.choice.forced(profile)
+                if profile != DEFAULT_PROFILE:  # the 2026.7 reading was printed above
+                    for w in candidate.warnings_for(profile):
+                        print(f"loopwatch whatif: candidate [{profile}]: {format_warning(w)}", file=sys.stderr)
+    except ConfigFileError as exc:
+        raise exc.to_command_error() from None
+
+    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
+        print(
+            "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "
+            f"true), so sweeping {sweep.key} cannot change anything",
+            file=sys.stderr,
+        )
+
+    if args.events is not None:
+        name = str(args.events)
+        try:
+            stream = sys.stdin.buffer if name == "-" else args.events.open("rb")
+        except OSError as exc:
+            return _error("cannot read the events file", str(args.events), exc.strerror)
+        with stream:
+            events, bad = read_events(lines(stream), name)
+    else:
+        name = f"topic {args.topic}"
+        from streams.kafka.client import kafka_failure, preflight
+
+        try:
+            security = security_from_args(args)
+        except KafkaSecurityError as exc:
+            return _error(str(exc), hint="see 'loopwatch whatif --help'")
+        preflight(args.bootstrap, security)
+        try:
+            records = asyncio.run(read_topic(args.bootstrap, args.topic, security=security))
+        except RuntimeError as exc:
+            return _error(f"cannot read topic {args.topic}", args.bootstrap, security.redact(str(exc)))
+        except Exception as exc:
+            raise kafka_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+        events, bad = read_records(records, args.topic)
+    if bad and not args.skip_invalid:
+        return 2
+
+    report = build_report(
+        events,
+        current,
+        candidate,
+        sweep=sweep,
+        include_all=args.all,
+        source=name,
+        invalid=bad,
+        buckets=max(1, args.buckets),
+    )
+    if args.html is not None:
+        try:
+            args.html.write_text(render_html(report), encoding="utf-8")
+        except OSError as exc:
+            return _error("cannot write the HTML report", str(args.html), exc.strerror)
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(to_json(report), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(render_table(report, limit=max(0, args.limit)))
+    sys.stdout.flush()
+    return 0
+
+
+def _rolling_enabled(config: LoadedConfig) -> bool:
+    return any(config.for_agent(agent).enabled for agent in (None, *config.agent_ids))

@@ -1,0 +1,157 @@
+"""``loopwatch worker``: run a detection worker (Faust) against a Kafka cluster or the embedded broker.
+
+Every flag has a ``LOOPWATCH_*`` variable (streams/worker/options.py, one table for both). Before anything is
+created the worker checks that it can really start (streams/worker/startup.py); then topics are created (or
+checked): the events, verdicts and dead-letter topics and the run table's changelog all get the same partition
+count, because the changelog must be co-partitioned with the events topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
+from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.worker import options
+from streams.worker.settings import SettingsError, WorkerSettings, environ
+from streams.worker.storm_rules import StormConfig
+
+DESCRIPTION = (
+    "Run a streaming detection worker: read events from Kafka, keep each run's state in a table backed by a "
+    "changelog topic, and publish verdicts, dead letters and fleet storm alerts. It creates its data directory "
+    "and the loopwatch topics, and prints one line when it is ready. Every flag can also be set by the "
+    "environment variable named in its help."
+)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("worker", help="run a streaming detection worker (Faust)", description=DESCRIPTION)
+    options.add_arguments(p)
+    add_security_arguments(p)
+    add_profile_arguments(p)
+    p.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
+    """The settings of flags, then ``LOOPWATCH_*`` variables, then defaults; ``SettingsError`` when unusable."""
+    values = options.resolve(args, environ())
+    storm_values = {k.removeprefix("storms."): values.pop(k) for k in list(values) if k.startswith("storms.")}
+    try:
+        storms = StormConfig(**storm_values)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return WorkerSettings(**values, storms=storms, security=kafka_security_from_args(args))
+
+
+def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
+    """Check existing topics, then create the missing ones; raises :class:`CommandError` if the worker must stop.
+
+    Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
+    ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning.
+    """
+    import asyncio
+
+    from streams.kafka.admin import create_topics
+    from streams.kafka.client import partition_counts
+
+    existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
+    strict = {
+        settings.events_topic,
+        settings.changelog_topic,
+        settings.storm_signals_topic,
+        settings.storm_changelog_topic,
+    }
+    for name, want in topics.items():
+        have = existing.get(name)
+        if have is None or have == want:
+            continue
+        if name in strict or want == 1:
+            raise CommandError(
+                f"topic has {have} partitions, {want} required",
+                name,
+                "the events topic and the run table's changelog must be co-partitioned; use a matching "
+                "--partitions or recreate the topics",
+            )
+        warn("worker", f"topic {name!r} has {have} partitions, not {want}")
+    missing = {name: n for name, n in topics.items() if name not in existing}
+    if missing:
+        create_topics(settings.bootstrap, missing, security=settings.security)
+
+
+def run(args: argparse.Namespace) -> int:
+    from streams.kafka.client import kafka_failure, preflight
+    from streams.worker.startup import announce_ready, check_port_free, library_logging, prepare_data_dir
+
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        raise CommandError(str(exc), hint="see 'loopwatch worker --help'") from None
+    try:
+        config = load_openclaw_config(settings.config_path) if settings.config_path else LoadedConfig.default()
+        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
+    except ConfigFileError as exc:
+        raise exc.to_command_error() from None
+    for warning in config.warnings:
+        print(f"loopwatch worker: {format_warning(warning)}", file=sys.stderr)
+    for line in profile_warnings:
+        print(f"loopwatch worker: {line}", file=sys.stderr)
+    data_dir, lock = prepare_data_dir(settings)
+    settings = dataclasses.replace(settings, data_dir=str(data_dir))
+    check_port_free(settings.web_host, settings.web_port, "web", "--web-port")
+    check_port_free(settings.metrics_host, settings.metrics_port, "metrics", "--metrics-port")
+    preflight(settings.bootstrap, settings.security)
+    # Imported only now: Faust takes seconds to import, and every check above should fail fast.
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    worker = LoopwatchWorker(settings, config, metrics)
+    if settings.metrics_port:
+        try:
+            metrics.serve(settings.metrics_port, settings.metrics_host)
+        except OSError as exc:
+            where = f"{settings.metrics_host}:{settings.metrics_port}"
+            raise CommandError("cannot serve metrics", where, exc.strerror, code=EXIT_UNAVAILABLE) from None
+    try:
+        prepare_topics(settings, worker.required_topics())
+    except CommandError:
+        raise
+    except Exception as exc:
+        raise kafka_failure(exc, "cannot create topics", settings.bootstrap, settings.security) from None
+    print(
+        f"loopwatch worker: starting: group {settings.group}, {settings.partitions} partitions, "
+        f"store {settings.store}, data dir {data_dir}, "
+        f"storms {_storms_summary(settings.storms)}, "
+        f"config {settings.config_path or '(defaults)'} hash {config.config_hash[:12]}, "
+        f"kafka {settings.security.describe()}",
+        file=sys.stderr,
+        flush=True,
+    )
+    worker.app.conf.logging_config = library_logging(settings.log_level)
+    on_ready = announce_ready(worker.app, settings, data_dir)
+    try:
+        code = worker.run(on_ready)
+    finally:
+        if lock is not None:
+            lock.release()
+    print(f"loopwatch worker: stopped (exit status {code})", file=sys.stderr, flush=True)
+    return code
+
+
+def _storms_summary(storms: StormConfig) -> str:
+    if not storms.enabled:
+        return "off"
+    return f"{storms.signature_runs}/{storms.agent_runs} runs per {storms.window_seconds:.0f}s"
+
+
+def kafka_security_from_args(args: argparse.Namespace) -> KafkaSecurity:
+    """TLS/SASL settings (flags > LOOPWATCH_KAFKA_* > --kafka-config file); errors become SettingsError."""
+    try:
+        return security_from_args(args)
+    except KafkaSecurityError as exc:
+        raise SettingsError(str(exc)) from None

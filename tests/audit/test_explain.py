@@ -1,0 +1,153 @@
+"""``replay --topic --run RUN_ID --with-state``: explain a run from the worker's stored state (pure parts + CLI).
+
+The worker is modelled as in ``test_audit_state`` (``RunProcessor`` over batches, one changelog version per run
+and batch); the CLI test serves ``read_partitions`` from lists instead of Kafka.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from schemas.verdict import verdict_id
+from streams.audit import replay as audit
+from streams.cli import main
+from streams.config_file import LoadedConfig
+from tests.support.audit import (
+    GENERIC,
+    TOPIC,
+    explain_from_lists,
+    fired,
+    offset_of,
+    recorded_fired,
+    run_worker,
+    serve_topics,
+    setup_runs,
+)
+from tests.support.scenarios import GATEWAY
+
+RUNS = ("sess-a", "sess-b")
+
+
+@pytest.mark.parametrize(("start", "batch"), [(17, 7), (23, 7), (30, 7), (9, 100), (3, 1)])
+def test_mid_run_explanation_with_state_explains_the_workers_verdicts(tmp_path: Path, start: int, batch: int) -> None:
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=batch)
+    assert published[0]["gateway_id"] == GATEWAY
+    differs = False
+    for run in RUNS:
+        result = explain_from_lists(records, changelog, config, start, run)
+        assert fired(result.steps) == recorded_fired(published, run, start)
+        (begin,) = result.starts
+        assert begin.origin == ("first" if start < batch else "stored") and not begin.skipped
+        before = [r for r in records if r.key == run.encode() and r.offset < start]
+        assert begin.warmed == sum(1 for r in before if r.offset > begin.covered_offset)
+        assert result.steps[0].label == f"0@{begin.first_offset}" and begin.first_offset >= start
+        first = next(s for s in result.steps if s.counts is not None)
+        assert first.counts is not None and first.counts.history == begin.history > 0
+        # from empty (without --with-state) the first calls of the range see an empty history
+        events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+        plain = audit.explain_run(events[0], config, run)
+        assert [s.event_id for s in plain] == [s.event_id for s in result.steps]
+        differs |= fired(plain) != fired(result.steps)
+    assert differs
+
+
+def test_start_is_described_in_text_and_json(tmp_path: Path) -> None:
+    config, records = setup_runs(tmp_path)
+    _, changelog = run_worker(records, config, batch=7)
+    result = explain_from_lists(records, changelog, config, 24, "sess-a")
+    (begin,) = result.starts
+    assert begin.first_offset == 24 and begin.origin == "stored" and begin.changelog_offset is not None
+    text = result.render("sess-a", config)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"run sess-a: {len(result.steps)} events (config ")
+    assert lines[1] == (
+        f"start 0@24: from the worker's stored state (changelog offset {begin.changelog_offset}) covering offsets "
+        f"<= {begin.covered_offset}; {begin.warmed} earlier events re-applied silently; {begin.history} calls "
+        "already in the history; 0 events skipped (already in the stored state)"
+    )
+    assert lines[2].startswith("    0@24  tool_call") and f"history={begin.history}" in lines[3]
+    doc = json.loads(json.dumps(result.to_json("sess-a")))
+    assert doc["run"] == "sess-a" and len(doc["events"]) == len(result.steps)
+    assert doc["state"] == [{**begin.to_json(), "skipped": []}]
+    assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["history"] == begin.history
+
+
+def test_start_lines_follow_the_heading_even_without_steps() -> None:
+    config = LoadedConfig.default()
+    assert audit.render_explain([], "r", config) == "run r: no events\n"
+    assert audit.render_explain([], "r", config, ["start 0@5: a", "start 1@7: b"]) == (
+        "run r: no events\nstart 0@5: a\nstart 1@7: b\n"
+    )
+
+
+def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
+    # compacted, and the topic lost its first record: the oldest surviving state is newer than the range start
+    compacted = sorted({r.key: r for r in changelog if r.offset < 8}.values(), key=lambda r: r.offset)
+    result = explain_from_lists([r for r in records if r.offset >= 1], compacted, config, 3, "sess-a")
+    (begin,) = result.starts
+    assert begin.origin == "compacted" and begin.skipped == tuple(
+        r.offset for r in records if r.key == b"sess-a" and 3 <= r.offset <= begin.covered_offset
+    )
+    assert all(offset_of(s) > begin.covered_offset for s in result.steps)
+    assert "from a newer stored state of a compacted changelog" in begin.describe()
+    assert f"{len(begin.skipped)} events skipped" in begin.describe()
+    assert fired(result.steps) == recorded_fired(published, "sess-a", begin.covered_offset + 1)
+    # expired after its first stored state: empty, warmed up with the events after that state
+    first_a = next(r for r in changelog if r.key == b"sess-a")
+    expired = [first_a, audit.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
+    (begin,) = explain_from_lists(records, expired, config, 20, "sess-a").starts
+    assert begin.origin == "expired" and "expired the run (tombstone at changelog offset" in begin.describe()
+    # no stored state at all: from empty, nothing re-applied
+    result = explain_from_lists(records, [], config, 20, "sess-b")
+    assert [(s.origin, s.warmed, s.history) for s in result.starts] == [("empty", 0, 0)]
+    assert "from empty: the worker stored no state of the run" in result.render("sess-b", config)
+
+
+# --- CLI --------------------------------------------------------------------------------------------------
+
+
+def test_cli_run_with_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
+    reads = serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
+    cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
+    base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "24", "--run", "sess-a"]
+
+    assert main([*base, "--with-state"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("start 0@24: from the worker's stored state (changelog offset")
+    assert reads == [TOPIC, "loopwatch-runs-changelog", TOPIC]  # range, changelog, warm-up
+    assert main([*base, "--with-state", "--json", "--state-topic", "other-cl"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["first_offset"] == 24
+    fired = {
+        (verdict_id(GATEWAY, e["event_id"], d["decision"], d["detector"]), d["decision"], d["count"])
+        for e in doc["events"]
+        for d in e["decisions"]
+        if d["published"]
+    }
+    want = {(v[0], v[2], v[4]) for v in recorded_fired(published, "sess-a", 24)}
+    assert fired == want and want
+
+    # without --with-state: unchanged (no start line, no changelog read) and not the worker's verdicts
+    reads.clear()
+    assert main(base) == 0
+    plain = capsys.readouterr().out
+    assert "start 0@" not in plain and reads == [TOPIC]
+    assert main([*base, "--json"]) == 0
+    assert "state" not in json.loads(capsys.readouterr().out)
+
+    # errors: no such state topic (2), no event of the run in range (1, no state read)
+    assert main([*base, "--with-state", "--state-topic", "nope"]) == 2
+    assert "cannot read state topic nope" in capsys.readouterr().err
+    reads.clear()
+    assert main([*base[:-1], "nobody", "--with-state"]) == 1
+    assert "no event of run 'nobody'" in capsys.readouterr().err and reads == [TOPIC]

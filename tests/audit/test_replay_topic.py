@@ -1,0 +1,274 @@
+"""Pure parts of topic audit replay: range bounds, per-partition replay, verdict comparison, run explanations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from streams.audit import replay as audit
+from streams.cli import main
+from streams.config_file import load_openclaw_config
+from streams.decode import KEY_MISMATCH, decode_event, scope_key
+from streams.detection import RunState
+from streams.runner import step, to_verdict
+from tests.support.scenarios import load_scenarios, wire_events, write_inputs
+
+SCENARIOS = {s["name"]: s for s in load_scenarios()}
+GENERIC = SCENARIOS["generic_warning_then_block_sticky"]
+UNKNOWN = SCENARIOS["unknown_tool_block_at_threshold"]
+PINGPONG = SCENARIOS["pingpong_block_at_critical"]
+
+
+# --- range bounds -----------------------------------------------------------------------------------------
+
+
+def test_parse_single_offset_applies_to_all_partitions() -> None:
+    bound = audit.parse_bound("42")
+    assert bound == audit.OffsetBound(default=42)
+    assert isinstance(bound, audit.OffsetBound)
+    assert audit.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
+
+
+def test_parse_per_partition_offsets() -> None:
+    bound = audit.parse_bound("0:100, 1:250")
+    assert bound == audit.OffsetBound(per_partition={0: 100, 1: 250})
+    assert isinstance(bound, audit.OffsetBound)
+    # unlisted partitions keep the natural bound; everything is clamped to the end offsets
+    assert audit.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
+    assert audit.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
+    assert audit.parse_bound("3:1") == audit.OffsetBound(per_partition={3: 1})
+    assert audit.unknown_partitions(audit.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
+        ("2026-01-01T01:00:00.250+01:00", 1_767_225_600_250),
+        ("2026-01-01t00:00:00z", 1_767_225_600_000),
+    ],
+)
+def test_parse_rfc3339_times(text: str, ms: int) -> None:
+    assert audit.parse_bound(text) == audit.TimeBound(ms)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
+def test_parse_rejects_bad_bounds(text: str) -> None:
+    with pytest.raises(audit.RangeError):
+        audit.parse_bound(text)
+
+
+# --- per-partition replay ---------------------------------------------------------------------------------
+
+
+def _records(events: list[dict[str, Any]], partition: int, *, start: int = 0) -> list[audit.TopicRecord]:
+    out = []
+    for i, ev in enumerate(events):
+        key = (ev["run_id"] or ev["session_id"]).encode()
+        out.append(audit.TopicRecord(partition, start + i, 0, key, orjson.dumps(ev)))
+    return out
+
+
+def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> None:
+    config_path, _ = write_inputs(GENERIC, tmp_path, [])
+    config = load_openclaw_config(config_path)
+    events = wire_events(GENERIC)
+    records = {0: _records(events, 0), 1: [audit.TopicRecord(1, 0, 0, b"k", b"{not json")]}
+    decoded, bad = audit.decode_records(records)
+    assert [(b.partition, b.offset, b.reason) for b in bad] == [(1, 0, "not_json")]
+    got = audit.replay_partitions(decoded, config, "t.events", include_all=False)
+    states: dict[str, RunState] = {}
+    want = []
+    for i, ev in enumerate(decoded[0]):
+        result = step(states.get(scope_key(ev.event)), ev.event, config)
+        states[result.scope] = result.state
+        want += [
+            to_verdict(ev.event, d, config_hash=config.config_hash).verdict_id for d in result.decisions if d.published
+        ]
+        assert ev.index == i
+    assert [v["verdict_id"] for v in got] == want and want
+    assert all(v["source"] == {"topic": "t.events", "partition": 0, "offset": v["index"]} for v in got)
+    expected = [(e["index"], e["decision"], e["code"]) for e in GENERIC["expected"] if e["published"]]
+    assert [(v["index"], v["decision"], v["detector"]) for v in got] == expected
+
+
+def test_key_mismatch_is_skipped_like_the_worker() -> None:
+    ev = wire_events(GENERIC)[0]
+    recs = {0: [audit.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), audit.TopicRecord(0, 1, 0, None, b"{}")]}
+    decoded, bad = audit.decode_records(recs)
+    assert decoded == {0: []}
+    assert bad[0].reason == KEY_MISMATCH
+    assert "t[0]@0: invalid event (key_mismatch)" in bad[0].describe("t")
+
+
+def test_in_range() -> None:
+    ranges = {0: (5, 10)}
+    v = {"source": {"topic": "t", "partition": 0, "offset": 5}}
+    assert audit.in_range(v, "t", ranges)
+    assert not audit.in_range({"source": {"topic": "t", "partition": 0, "offset": 10}}, "t", ranges)
+    assert not audit.in_range({"source": {"topic": "u", "partition": 0, "offset": 6}}, "t", ranges)
+    assert not audit.in_range({"source": {"topic": "t", "partition": 1, "offset": 6}}, "t", ranges)
+    assert not audit.in_range({"source": None}, "t", ranges)
+
+
+# --- comparison -------------------------------------------------------------------------------------------
+
+
+def _v(vid: str, **over: Any) -> dict[str, Any]:
+    base = {
+        "verdict_id": vid,
+        "decision": "warning",
+        "detector": "generic_repeat",
+        "count": 10,
+        "threshold": 10,
+        "message": "WARNING: x",
+        "source": {"topic": "t", "partition": 0, "offset": 3},
+        "run_id": "r1",
+        "published": True,
+    }
+    return {**base, **over}
+
+
+def test_compare_equal_with_duplicates() -> None:
+    mine = [_v("a"), _v("b", decision="block"), _v("c", published=False)]
+    theirs = [_v("a"), _v("b", decision="block"), _v("a"), _v("b", decision="block", config_hash="ignored")]
+    result = audit.compare_verdicts(mine, theirs)
+    assert result.equal and result.duplicates == 2 and result.replayed == 2 and result.recorded == 2
+    assert result.summary().startswith("equal: 2 replayed verdicts, 2 recorded in range (2 duplicates)")
+
+
+def test_compare_missing_extra_different() -> None:
+    mine = [_v("a"), _v("b"), _v("c"), _v("d")]
+    theirs = [
+        _v("b"),
+        _v("c", count=11),
+        _v("d"),
+        _v("d", source={"topic": "t", "partition": 1, "offset": 3}),
+        _v("x", decision="block"),
+        _v("x", decision="block"),
+    ]
+    result = audit.compare_verdicts(mine, theirs)
+    assert not result.equal
+    kinds = [(d.kind, d.verdict_id, d.fields) for d in result.differences]
+    assert kinds == [
+        ("missing", "a", ()),
+        ("extra", "x", ()),
+        ("different", "c", ("count",)),
+        ("different", "d", ("source",)),
+    ]
+    assert result.duplicates == 1
+    assert (result.count("missing"), result.count("extra"), result.count("different")) == (1, 1, 2)
+    lines = [d.describe() for d in result.differences]
+    assert lines[0] == "missing a warning generic_repeat run=r1 source=t[0]@3"
+    assert "count: replay 10 != topic 11" in lines[2]
+    doc = result.to_json()
+    assert doc["missing"] == 1 and doc["different"] == 2 and not doc["equal"]
+    assert json.loads(orjson.dumps(doc))["differences"][0]["verdict_id"] == "a"
+
+
+def test_compare_each_compared_field() -> None:
+    for name, value in [
+        ("decision", "block"),
+        ("detector", "ping_pong"),
+        ("threshold", 20),
+        ("message", "other"),
+        ("count", 3),
+    ]:
+        result = audit.compare_verdicts([_v("a")], [_v("a", **{name: value})])
+        assert [(d.kind, d.fields) for d in result.differences] == [("different", (name,))]
+    # fields outside the compared set do not matter
+    assert audit.compare_verdicts([_v("a")], [_v("a", event_ts="x", config_hash="y")]).equal
+
+
+# --- explain ----------------------------------------------------------------------------------------------
+
+
+def _explain(scenario: dict[str, Any], tmp_path: Path) -> tuple[list[audit.ExplainStep], str, Any]:
+    config_path, _ = write_inputs(scenario, tmp_path, [])
+    config = load_openclaw_config(config_path)
+    events = [audit.PositionedEvent(i, decode_event(orjson.dumps(e))) for i, e in enumerate(wire_events(scenario))]
+    run = scope_key(events[0].event)
+    return audit.explain_run(events, config, run), run, config
+
+
+def test_explain_generic_counts_and_decisions(tmp_path: Path) -> None:
+    steps, run, config = _explain(GENERIC, tmp_path)
+    assert len(steps) == len(GENERIC["events"])
+    # identical read with identical result: recentCount and noProgressStreak grow by one per call up to 10
+    assert [s.counts.recent_count for s in steps[:11] if s.counts] == list(range(11))
+    assert steps[0].counts == audit.Counts(0, 0, 0, 0, 0)
+    assert steps[5].counts is not None and steps[5].counts.recent_count == 5 and steps[5].counts.no_progress_streak == 5
+    fired = [
+        (i, d.decision, d.detector, d.count, d.threshold, d.published) for i, s in enumerate(steps) for d in s.decisions
+    ]
+    expected = [(e["index"], e["decision"], e["code"], e["count"], e["published"]) for e in GENERIC["expected"]]
+    assert [(i, dec, det, c, p) for i, dec, det, c, _, p in fired] == expected
+    assert fired[0][4] == 10  # warning threshold
+    text = audit.render_explain(steps, run, config)
+    assert f"run {run}: {len(steps)} events" in text
+    assert "-> WARNING generic_repeat: count 10 >= threshold 10, published: WARNING:" in text
+    assert "saw: recentCount=10 noProgressStreak=10 pingPong=0 unknownToolStreak=0" in text
+    assert "#0  tool_call" in text and "call=call-0" in text
+
+
+def test_explain_unknown_tool_and_ping_pong(tmp_path: Path) -> None:
+    steps, _, _ = _explain(UNKNOWN, tmp_path)
+    blocked = next(s for s in steps if s.decisions)
+    assert blocked.counts is not None and blocked.counts.unknown_tool_streak == 10
+    assert blocked.decisions[0].detector == "unknown_tool_repeat" and blocked.decisions[0].decision == "block"
+    steps, _, _ = _explain(PINGPONG, tmp_path)
+    first = next(s for s in steps if s.decisions)
+    assert first.counts is not None and first.counts.ping_pong == first.decisions[0].count == 10
+
+
+def test_explain_cli_on_file_and_unknown_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, events = write_inputs(GENERIC, tmp_path, wire_events(GENERIC))
+    run = f"sess-{GENERIC['name']}"
+    assert main(["replay", "--events", str(events), "--config", str(config), "--run", run]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"run {run}: {len(GENERIC['events'])} events") and "BLOCK generic_repeat" in out
+    assert main(["replay", "--events", str(events), "--config", str(config), "--run", run, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["events"]) == len(GENERIC["events"]) and doc["events"][0]["counts"]["recent_count"] == 0
+    assert main(["replay", "--events", str(events), "--run", "nope"]) == 1
+    assert "no event of run 'nope'" in capsys.readouterr().err
+
+
+def test_topic_flags_need_topic_and_bootstrap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, events = write_inputs(GENERIC, tmp_path, wire_events(GENERIC))
+    assert main(["replay", "--events", str(events), "--compare-verdicts"]) == 2
+    assert "need --topic" in capsys.readouterr().err
+    assert main(["replay", "--topic", "t"]) == 2
+    assert "--bootstrap" in capsys.readouterr().err
+    assert main(["replay", "--topic", "t", "--bootstrap", "127.0.0.1:1", "--from", "x:y"]) == 2
+    assert "--from/--to" in capsys.readouterr().err
+
+
+def test_compare_verdicts_read_error_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "hunter2-not-for-logs"
+    for name, value in {
+        "SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "SASL_MECHANISM": "SCRAM-SHA-256",
+        "SASL_USERNAME": "auditor",
+        "SASL_PASSWORD": secret,
+    }.items():
+        monkeypatch.setenv(f"LOOPWATCH_KAFKA_{name}", value)
+    records = _records(wire_events(GENERIC), 0)
+
+    async def read_partitions(bootstrap: str, topic: str, *_: Any, **__: Any) -> audit.TopicRead:
+        if topic != "t.events":
+            raise RuntimeError(f"authentication failed for auditor:{secret}")
+        return audit.TopicRead({0: records}, {0: (0, len(records))})
+
+    monkeypatch.setattr(audit, "read_partitions", read_partitions)
+    monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
+    assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 3
+    err = capsys.readouterr().err
+    assert "loopwatch replay: cannot read topic loopwatch.verdicts (b:1): authentication failed" in err
+    assert secret not in err

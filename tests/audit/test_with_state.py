@@ -1,0 +1,197 @@
+"""``replay --with-state``, the pure parts: which stored state a run starts from, warm-up, skips, equality.
+
+The last tests model the worker exactly (``RunProcessor`` over batches, one changelog version per run and
+batch, written after the batch) and check that a replay of a range starting in the middle of runs equals the
+worker's verdicts with ``--with-state`` and differs without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.audit import changelog as audit_changelog
+from streams.audit import replay as audit
+from streams.audit import with_state as audit_state
+from streams.audit.changelog import Base, ChangelogRecord, select_base
+from streams.cli import main
+from streams.topics import changelog_topic
+from streams.worker import envelope
+from streams.worker.envelope import StoredRun
+from tests.support.audit import (
+    GENERIC,
+    TOPIC,
+    comparable,
+    run_worker,
+    setup_runs,
+    stateful_replay,
+    stored_state,
+    tombstone,
+    version,
+)
+from tests.support.scenarios import wire_events, write_inputs
+
+# --- selection --------------------------------------------------------------------------------------------
+
+
+def test_no_stored_state_starts_empty_at_the_range() -> None:
+    assert select_base([], 40) == Base(None, 39, "empty")
+
+
+def test_newest_version_before_the_first_covering_one() -> None:
+    records = [version(0, 5, 1), version(3, 12, 2), version(7, 20, 3), version(9, 31, 4)]
+    assert select_base(records, 21) == Base(stored_state(3), 20, "stored", 7)
+    assert select_base(records, 20) == Base(stored_state(2), 12, "stored", 3)  # version 3 covers offset 20
+    assert select_base(records, 13) == Base(stored_state(2), 12, "stored", 3)
+    assert select_base(records, 99) == Base(stored_state(4), 31, "stored", 9)  # the worker has not got that far
+
+
+def test_rewritten_versions_of_redelivered_events() -> None:
+    # the worker rewrites the same last_offset after a redelivery; the newest copy is taken
+    records = [version(0, 5, 1), version(1, 5, 2), version(2, 9, 3)]
+    assert select_base(records, 7) == Base(stored_state(2), 5, "stored", 1)
+
+
+def test_tombstone_after_a_state_means_expired() -> None:
+    records = [version(0, 5, 1), version(2, 8, 2), tombstone(4), version(6, 30, 3)]
+    # expired after offset 8: the worker started the run afresh with its next event (9)
+    assert select_base(records, 20) == Base(None, 8, "expired", 4)
+    assert select_base(records, 9) == Base(None, 8, "expired", 4)
+    assert select_base([*records, tombstone(8)], 40) == Base(None, 30, "expired", 8)
+    assert select_base(records, 8) == Base(stored_state(1), 5, "stored", 0)  # before the expiry
+
+
+def test_tombstone_without_an_earlier_state_starts_at_the_range() -> None:
+    assert select_base([tombstone(3), version(5, 30, 1)], 20) == Base(None, 19, "expired", 3)
+    assert select_base([tombstone(3)], 20) == Base(None, 19, "expired", 3)
+
+
+def test_compacted_changelog_starts_from_the_oldest_newer_state() -> None:
+    assert select_base([version(11, 30, 1)], 20) == Base(stored_state(1), 30, "compacted", 11)
+    assert select_base([version(11, 25, 1), version(12, 30, 2)], 20) == Base(stored_state(1), 25, "compacted", 11)
+
+
+def test_index_changelog_decodes_filters_and_keeps_order() -> None:
+    value = envelope.encode(0, 7, 1, stored_state(1))
+    other_partition = envelope.encode(3, 9, 1, stored_state(2))
+    recs = {
+        0: [
+            audit.TopicRecord(0, 4, 0, b"r1", b""),  # tombstone (the reader gives b"" for a null value)
+            audit.TopicRecord(0, 2, 0, b"r1", value),
+            audit.TopicRecord(0, 3, 0, b"r2", value),  # not a run in the range
+            audit.TopicRecord(0, 5, 0, b"r1", b"junk"),
+            audit.TopicRecord(0, 6, 0, b"r1", other_partition),
+            audit.TopicRecord(0, 7, 0, None, value),
+        ],
+        1: [audit.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
+    }
+    index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
+    assert index.runs == {
+        (0, "r1"): [ChangelogRecord(2, StoredRun(0, 7, 1, stored_state(1))), ChangelogRecord(4, None)]
+    }
+    assert [n.split(":")[0] for n in index.ignored] == ["cl[0]@5", "cl[0]@6", "cl[0]@7"]
+
+
+def test_warmup_ranges() -> None:
+    bases = {
+        (0, "a"): Base(None, 4, "stored"),
+        (0, "b"): Base(None, 7, "expired"),
+        (0, "c"): Base(None, 9, "empty"),
+        (1, "d"): Base(None, 30, "compacted"),
+    }
+    assert audit_state.warmup_ranges(bases, {0: 10, 1: 20}) == {0: (5, 10)}
+
+
+# --- replay from bases ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("start", "batch"), [(1, 7), (17, 7), (23, 7), (30, 7), (41, 7), (9, 100), (3, 1)])
+def test_mid_run_range_with_state_equals_the_worker(tmp_path: Path, start: int, batch: int) -> None:
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=batch)
+    want = comparable([v for v in published if v["source"]["offset"] >= start])
+    assert want
+    result = stateful_replay(records, changelog, config, start)
+    assert comparable(result.records) == want
+    assert not result.skipped
+    origins = {b.origin for b in result.bases.values()}
+    assert origins <= {"stored", "first"} and ("first" in origins) == (start < batch)
+    # every earlier event of the two runs that no stored state covers was re-applied silently
+    assert result.warmed == sum(
+        1
+        for r in records
+        if r.offset < start and (0, _key(r)) in result.bases and r.offset > result.bases[(0, _key(r))].after
+    )
+    assert result.warmed > 0 or start % batch == 0
+    # without the stored state the same range disagrees with the worker
+    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+    plain = audit.replay_partitions(events, config, TOPIC, include_all=False)
+    assert comparable(plain) != want
+
+
+def test_compacted_changelog_skips_what_the_newer_state_covers(tmp_path: Path) -> None:
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
+    compacted = list({r.key: r for r in changelog if r.offset < 4 * 2}.values())  # newest surviving per key
+    compacted.sort(key=lambda r: r.offset)
+    cut = max(envelope.decode(r.value).last_offset for r in compacted)
+    start = 3
+    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+    index = audit_changelog.index_changelog({0: compacted}, "cl", set(audit_state.first_offsets(events)))
+    bases = audit_state.select_bases(events, index)
+    assert {b.origin for b in bases.values()} == {"compacted"}
+    result = audit_state.replay_from_bases(events, {}, bases, config, TOPIC, include_all=False)
+    covered = {(0, o) for o in range(start, len(records)) if o <= bases[(0, _key(records[o]))].after}
+    assert result.skipped == covered and len(covered) == cut + 1 - start
+    kept = [v for v in published if v["source"]["offset"] >= start and result.replayed_in_range(v)]
+    assert comparable(result.records) == comparable(kept)
+    assert "0 earlier events" in result.summary() and f"{len(covered)} events skipped" in result.summary()
+    assert result.to_json()["compacted"] == 2
+    # the whole pipeline: with every earlier event still in the topic, the oldest surviving states are rebuilt
+    # from empty, so they count as first versions and nothing is skipped; once the topic lost its first
+    # records (retention), they cannot be and the compacted start applies
+    full = stateful_replay(records, compacted, config, start)
+    assert {b.origin for b in full.bases.values()} == {"first"} and not full.skipped
+    assert comparable(full.records) == comparable([v for v in published if v["source"]["offset"] >= start])
+    retained = [r for r in records if r.offset >= 1]
+    lost = stateful_replay(retained, compacted, config, start)
+    assert lost.bases[(0, "sess-a")].origin == "compacted" and lost.skipped
+
+
+def test_expired_run_starts_afresh_after_its_last_state(tmp_path: Path) -> None:
+    config, records = setup_runs(tmp_path)
+    _, changelog = run_worker(records, config, batch=7)
+    # run a expired after the first batch: tombstone after its first version, then the worker began again
+    first_a = next(r for r in changelog if r.key == b"sess-a")
+    expired = [first_a, audit.TopicRecord(0, first_a.offset, 0, b"sess-a", b"")]
+    start = 20
+    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+    earlier, _ = audit.decode_records({0: [r for r in records if r.offset < start]})
+    index = audit_changelog.index_changelog({0: expired}, "cl", {(0, "sess-a")})
+    bases = audit_state.select_bases(events, index)
+    last_a = envelope.decode(first_a.value).last_offset
+    assert bases[(0, "sess-a")] == Base(None, last_a, "expired", first_a.offset)
+    assert bases[(0, "sess-b")].origin == "empty"
+    result = audit_state.replay_from_bases(events, earlier, bases, config, TOPIC, include_all=False)
+    # run a: the events after its expiry from empty, warmed up to the range, like a worker whose run expired
+    only_a = [r for r in records if r.key == b"sess-a" and r.offset > last_a]
+    want_events, _ = audit.decode_records({0: only_a})
+    want = [v for v in audit.replay_partitions(want_events, config, TOPIC, include_all=False) if v["index"] >= start]
+    assert [v for v in result.records if v["session_id"] == "sess-a"] == want
+    assert result.warmed == sum(1 for r in only_a if r.offset < start)
+
+
+def _key(record: audit.TopicRecord) -> str:
+    assert record.key is not None
+    return record.key.decode()
+
+
+# --- flags ------------------------------------------------------------------------------------------------
+
+
+def test_with_state_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, events = write_inputs(GENERIC, tmp_path, wire_events(GENERIC))
+    assert main(["replay", "--events", str(events), "--with-state"]) == 2
+    assert "need --topic" in capsys.readouterr().err
+    assert changelog_topic("loopwatch") == "loopwatch-runs-changelog"

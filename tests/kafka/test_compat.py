@@ -1,0 +1,204 @@
+"""Remedy 3 of :mod:`streams.kafka.compat`: stream partitions stay paused until positioned and flowing.
+
+The consumer is Faust's real one (no broker needed to build it); only the broker round trip of the seek is
+replaced. The sequence is the one Faust's recovery runs when it completes: resume the stream partitions,
+seek them to their committed offsets, resume the flow control (clears stream queues), resume the flow.
+``tests/integration/test_worker_crash.py`` shows the race this prevents with real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, cast
+
+import faust
+from faust.types import TP
+
+from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for
+
+EVENTS = [TP("ev", 0), TP("ev", 1)]
+CHANGELOG = [TP("t-hold-runs-changelog", 0), TP("t-hold-runs-changelog", 1)]
+
+
+def consumer_of(*, hold: bool = True) -> tuple[CompatConsumer, list[str]]:
+    app = faust.App("t-hold", **faust_settings_for("127.0.0.1:1", embedded=True), store="memory://")
+    apply_kafka_compat(app, hold_until_seek=hold)
+    app.Table("runs", partitions=2)
+    consumer = app.consumer
+    assert isinstance(consumer, CompatConsumer)
+    calls: list[str] = []
+
+    async def seek_to_committed() -> Mapping[Any, int]:
+        calls.append(f"seek with active {sorted(tp.partition for tp in active(consumer) if tp.topic == 'ev')}")
+        return dict.fromkeys(EVENTS, 5)
+
+    consumer.seek_to_committed = seek_to_committed  # type: ignore[method-assign]
+    consumer.pause_partitions(EVENTS + CHANGELOG)  # what Faust does on assignment
+    return consumer, calls
+
+
+def active(consumer: CompatConsumer) -> set[TP]:
+    return set(consumer._get_active_partitions())
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_changelog_partitions_resume_at_once() -> None:
+    consumer, _ = consumer_of()
+    consumer.resume_partitions(CHANGELOG)
+    assert active(consumer) == set(CHANGELOG)
+
+
+def test_stream_partitions_wait_for_the_seek_and_the_flow() -> None:
+    consumer, calls = consumer_of()
+    consumer.resume_partitions(EVENTS + CHANGELOG)
+    assert active(consumer) == set(CHANGELOG)  # held: nothing may be fetched from the old position
+    run(consumer.perform_seek())
+    assert calls == ["seek with active []"]
+    assert active(consumer) == set(CHANGELOG)  # positioned, but the flow control may still clear queues
+    consumer.resume_flow()
+    assert active(consumer) == set(CHANGELOG) | set(EVENTS)
+    assert consumer._read_offset[EVENTS[0]] == 5
+
+
+def test_resuming_the_flow_without_a_seek_keeps_them_held() -> None:
+    """During recovery Faust resumes the flow to read changelogs: stream partitions must not come along."""
+    consumer, _ = consumer_of()
+    consumer.resume_partitions(EVENTS)
+    consumer.resume_flow()
+    assert not active(consumer) & set(EVENTS)
+
+
+def test_a_rebalance_between_seek_and_flow_needs_a_new_seek() -> None:
+    consumer, _ = consumer_of()
+    consumer.resume_partitions(EVENTS)
+    run(consumer.perform_seek())
+    consumer.pause_partitions(EVENTS)  # revoked before the flow resumed
+    consumer.resume_partitions(EVENTS)
+    consumer.resume_flow()
+    assert not active(consumer) & set(EVENTS)
+    run(consumer.perform_seek())
+    consumer.resume_flow()
+    assert active(consumer) >= set(EVENTS)
+
+
+def test_paused_partitions_are_no_longer_held() -> None:
+    consumer, _ = consumer_of()
+    consumer.resume_partitions(EVENTS)
+    consumer.pause_partitions(EVENTS[:1])
+    run(consumer.perform_seek())
+    consumer.resume_flow()
+    assert active(consumer) == {EVENTS[1]}
+
+
+def test_without_the_remedy_faust_resumes_before_the_seek() -> None:
+    consumer, calls = consumer_of(hold=False)
+    consumer.resume_partitions(EVENTS)
+    run(consumer.perform_seek())
+    assert calls == ["seek with active [0, 1]"]  # the race: fetchable while the seek is under way
+
+
+# --- remedy 4: gapless delivery ------------------------------------------------------------------------------
+
+
+def record(tp: TP, offset: int) -> Any:
+    from aiokafka.structs import ConsumerRecord
+
+    return ConsumerRecord(tp.topic, tp.partition, offset, 0, 0, b"k", b"v", None, 1, 1, [])
+
+
+def fetching(consumer: CompatConsumer, batches: list[list[int]]) -> list[tuple[TP, int]]:
+    """Replace the broker side: each fetch returns the next batch of offsets of ``EVENTS[0]``; returns the seeks."""
+    seeks: list[tuple[TP, int]] = []
+    pending = list(batches)
+
+    async def _fetch(active: Any, timeout: float) -> Any:
+        return {EVENTS[0]: [record(EVENTS[0], o) for o in pending.pop(0)]} if pending else {}
+
+    async def _seek(tp: TP, offset: int) -> None:
+        seeks.append((tp, offset))
+
+    async def earliest_offsets(*tps: TP) -> Mapping[TP, int]:
+        return dict.fromkeys(tps, 0)
+
+    consumer._thread.getmany = _fetch  # type: ignore[method-assign]
+    consumer._seek = _seek  # type: ignore[method-assign]
+    consumer.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
+    consumer.assignment = lambda: set(EVENTS + CHANGELOG)  # type: ignore[method-assign]
+    consumer.highwater = lambda tp: 1000  # type: ignore[method-assign]
+    return seeks
+
+
+def delivered(consumer: CompatConsumer, fetches: int) -> list[int]:
+    async def drain() -> list[int]:
+        out = []
+        for _ in range(fetches):
+            out += [message.offset async for _, message in consumer.getmany(timeout=0.01)]
+        return out
+
+    return cast(list[int], run(drain()))
+
+
+def positioned(consumer: CompatConsumer) -> None:
+    consumer.resume_partitions(EVENTS + CHANGELOG)
+    run(consumer.perform_seek())  # committed offset 5
+    consumer.resume_flow()
+
+
+def test_records_fetched_but_not_delivered_are_re_read_not_skipped() -> None:
+    consumer, _ = consumer_of()
+    seeks = fetching(consumer, [[5, 6], [9, 10], [11], [7, 8, 9, 10]])
+    positioned(consumer)
+    # 7 and 8 were fetched and dropped (the "inactive partition" case): 9 must not be delivered after 6
+    assert delivered(consumer, 4) == [5, 6, 7, 8, 9, 10]
+    assert seeks == [(EVENTS[0], 7)]  # sought back once; 11 arrived before the seek landed and waited
+    assert consumer._read_offset[EVENTS[0]] == 7
+
+
+def test_a_delivery_after_the_seek_must_start_at_the_committed_offset() -> None:
+    consumer, _ = consumer_of()
+    seeks = fetching(consumer, [[8, 9], [5, 6]])
+    positioned(consumer)
+    assert delivered(consumer, 2) == [5, 6]
+    assert seeks == [(EVENTS[0], 5)]
+
+
+def test_faust_never_counts_a_gap_of_a_stream_partition_as_processed() -> None:
+    from faust.transport.consumer import ConsumerMessage
+
+    consumer, _ = consumer_of()
+    consumer.assignment = lambda: set(EVENTS)  # type: ignore[method-assign]
+    consumer.app.topics._acking_topics.add("ev")
+    run(consumer.perform_seek())
+    tp = EVENTS[0]
+    run(consumer._add_gap(tp, 6, 8))  # what Faust's drain does when 9 follows 5
+    for offset in (5, 9):
+        consumer.ack(ConsumerMessage("ev", 0, offset, 0.0, 0, None, b"k", b"v", None, tp=tp))
+    assert consumer._filter_committable_offsets([tp]) == {tp: 6}  # not past 6, the first offset never applied
+
+
+def test_a_partition_revoked_before_its_re_read_is_left_to_its_next_owner() -> None:
+    from aiokafka.errors import IllegalStateError
+
+    consumer, _ = consumer_of()
+
+    async def _seek(tp: TP, offset: int) -> None:
+        raise IllegalStateError(f"{tp} is not assigned")
+
+    consumer._seek = _seek  # type: ignore[method-assign]
+    run(consumer.rewind(EVENTS[0], 7))  # no error: nothing to re-read here
+
+
+def test_a_recovery_seek_below_zero_reads_from_the_beginning() -> None:
+    consumer, _ = consumer_of()
+    sought: list[Mapping[TP, int]] = []
+
+    async def seek_wait(partitions: Mapping[TP, int]) -> None:
+        sought.append(dict(partitions))
+
+    consumer._thread.seek_wait = seek_wait  # type: ignore[method-assign]
+    run(consumer.seek_wait({CHANGELOG[0]: -2, CHANGELOG[1]: 7}))
+    assert sought == [{CHANGELOG[0]: 0, CHANGELOG[1]: 7}]
