@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from streams.audit import replay as audit
-from streams.cli import main
 from streams.audit.replay import TopicRecord
 from streams.audit.source import read_records
+from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import KEY_MISMATCH
 from streams.whatif import build_report, to_json
