@@ -2,7 +2,8 @@
 
 These models document the block (JSON Schema) and list what the schema would reject. loopwatch never rejects
 a config for its values (Resolved point 6): the runtime resolution in :mod:`streams.detection.config` applies
-fallbacks and clamping and turns every such problem into a warning. The defaults shown are OpenClaw's.
+fallbacks and clamping and turns every such problem into a warning. The defaults and the ordering messages
+are that module's (OpenClaw's defaults), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, ValidationError, WithJsonSchema
 
-from streams.detection.config import is_positive_integer
-
-WARNING_BEFORE_CRITICAL = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
-CRITICAL_BEFORE_GLOBAL = "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
+from streams.detection.config import (
+    CRITICAL_BEFORE_GLOBAL,
+    GUARD_DEFAULT_WINDOW,
+    NUMERIC_DEFAULTS,
+    WARNING_BEFORE_CRITICAL,
+    is_positive_integer,
+)
 
 
 def positive_int_or_none(value: object) -> int | None:
@@ -54,7 +58,7 @@ class PostCompactionGuardConfig(BaseModel):
 
     model_config = _STRICT
 
-    windowSize: PositiveInt = 3
+    windowSize: PositiveInt = GUARD_DEFAULT_WINDOW
 
 
 class LoopDetectionConfig(BaseModel):
@@ -68,13 +72,15 @@ class LoopDetectionConfig(BaseModel):
     model_config = _STRICT
 
     enabled: StrictBool = False
-    historySize: PositiveInt = 30
-    warningThreshold: Annotated[PositiveInt, Field(description="Must be lower than criticalThreshold.")] = 10
-    unknownToolThreshold: PositiveInt = 10
+    historySize: PositiveInt = NUMERIC_DEFAULTS["historySize"]
+    warningThreshold: Annotated[PositiveInt, Field(description="Must be lower than criticalThreshold.")] = (
+        NUMERIC_DEFAULTS["warningThreshold"]
+    )
+    unknownToolThreshold: PositiveInt = NUMERIC_DEFAULTS["unknownToolThreshold"]
     criticalThreshold: Annotated[
         PositiveInt, Field(description="Must be lower than globalCircuitBreakerThreshold.")
-    ] = 20
-    globalCircuitBreakerThreshold: PositiveInt = 30
+    ] = NUMERIC_DEFAULTS["criticalThreshold"]
+    globalCircuitBreakerThreshold: PositiveInt = NUMERIC_DEFAULTS["globalCircuitBreakerThreshold"]
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)
     postCompactionGuard: PostCompactionGuardConfig = Field(default_factory=PostCompactionGuardConfig)
 

@@ -29,14 +29,13 @@ DEFAULT_AGENT_ID: Final = "main"
 GLOBAL_BLOCK_PATH: Final = "tools.loopDetection"
 AGENT_BLOCK_PATH: Final = "agents.list[].tools.loopDetection"
 
-# ECMAScript WhiteSpace + LineTerminator, the set String.prototype.trim removes (Resolved point 4).
-
 WARNING_BEFORE_CRITICAL: Final = "tools.loopDetection.warningThreshold must be lower than criticalThreshold."
 CRITICAL_BEFORE_GLOBAL: Final = (
     "tools.loopDetection.criticalThreshold must be lower than globalCircuitBreakerThreshold."
 )
 
-_NUMERIC_DEFAULTS: Final[dict[str, int]] = {
+# OpenClaw's defaults and ordering messages, written once: schemas/config.py builds its models from them.
+NUMERIC_DEFAULTS: Final[dict[str, int]] = {
     "historySize": 30,
     "warningThreshold": 10,
     "unknownToolThreshold": 10,
@@ -44,8 +43,8 @@ _NUMERIC_DEFAULTS: Final[dict[str, int]] = {
     "globalCircuitBreakerThreshold": 30,
 }
 _DETECTOR_KEYS: Final = ("genericRepeat", "knownPollNoProgress", "pingPong")
-_GUARD_DEFAULT_WINDOW: Final = 3
-_TOP_KEYS: Final = frozenset({"enabled", "detectors", "postCompactionGuard", *_NUMERIC_DEFAULTS})
+GUARD_DEFAULT_WINDOW: Final = 3
+_TOP_KEYS: Final = frozenset({"enabled", "detectors", "postCompactionGuard", *NUMERIC_DEFAULTS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +133,11 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
                     out.extend(_flag_warnings(sub_value, sub_path, default=True, is_enabled=False))
                 elif key == "postCompactionGuard" and sub_key == "windowSize":
                     if not is_positive_integer(sub_value):
-                        out.append(_fallback(sub_value, sub_path, _GUARD_DEFAULT_WINDOW))
+                        out.append(_fallback(sub_value, sub_path, GUARD_DEFAULT_WINDOW))
                 else:
                     out.append(ConfigWarning(sub_path, f"unknown key in {key}; ignored", None))
         elif not is_positive_integer(value):
-            out.append(_fallback(value, key_path, _NUMERIC_DEFAULTS[str(key)]))
+            out.append(_fallback(value, key_path, NUMERIC_DEFAULTS[str(key)]))
     warning = _positive_int(block.get("warningThreshold"))
     critical = _positive_int(block.get("criticalThreshold"))
     global_ = _positive_int(block.get("globalCircuitBreakerThreshold"))
@@ -151,7 +150,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
             )
         )
     if critical is not None and global_ is not None and critical >= global_:
-        effective_warning = warning if warning is not None else _NUMERIC_DEFAULTS["warningThreshold"]
+        effective_warning = warning if warning is not None else NUMERIC_DEFAULTS["warningThreshold"]
         effective_critical = critical if critical > effective_warning else effective_warning + 1
         out.append(
             ConfigWarning(
@@ -219,10 +218,10 @@ def resolve_loop_config(
     def numeric(key: str) -> tuple[int, str | None, bool]:
         """(value used, path of the block that supplied the key or None, whether the raw value was valid)."""
         if key not in top:
-            return _NUMERIC_DEFAULTS[key], None, False
+            return NUMERIC_DEFAULTS[key], None, False
         raw, path = top[key]
         value = _positive_int(raw)
-        return (value, path, True) if value is not None else (_NUMERIC_DEFAULTS[key], path, False)
+        return (value, path, True) if value is not None else (NUMERIC_DEFAULTS[key], path, False)
 
     warning, w_src, w_ok = numeric("warningThreshold")
     critical, c_src, c_ok = numeric("criticalThreshold")
@@ -276,7 +275,7 @@ def resolve_loop_config(
         known_poll_no_progress=_flag(detectors, "knownPollNoProgress"),
         ping_pong=_flag(detectors, "pingPong"),
         guard_enabled=enabled_raw is not False,
-        guard_window_size=window if window is not None else _GUARD_DEFAULT_WINDOW,
+        guard_window_size=window if window is not None else GUARD_DEFAULT_WINDOW,
     )
     return config, warnings
 
