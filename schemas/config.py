@@ -20,6 +20,17 @@ from streams.detection.config import (
     is_positive_integer,
 )
 
+__all__ = [
+    "CRITICAL_BEFORE_GLOBAL",
+    "WARNING_BEFORE_CRITICAL",
+    "DetectorsConfig",
+    "LoopDetectionConfig",
+    "PostCompactionGuardConfig",
+    "is_positive_integer",
+    "positive_int_or_none",
+    "schema_errors",
+]
+
 
 def positive_int_or_none(value: object) -> int | None:
     """The value as an ``int`` when :func:`is_positive_integer` holds, else ``None``."""

@@ -44,8 +44,6 @@ the same base, warm-up and restarts (:mod:`streams.audit.explain`).
 
 from __future__ import annotations
 
-import argparse
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -65,36 +63,11 @@ from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
 from streams.runner import Replayer
-from streams.topics import changelog_topic
-from streams.worker.settings import DEFAULT_GROUP, env_default
 
 #: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
 #: most this many records (``WorkerSettings.max_batch``), so a run whose first stored state covers that event
 #: began at most this many offsets earlier.
 LOOKBACK: Final = 10_000
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``--with-state``, ``--group`` and ``--state-topic`` of ``loopwatch replay``."""
-    p.add_argument(
-        "--with-state",
-        action="store_true",
-        help="with --topic: start each run (with --run: the explained run) from the worker's stored state (its "
-        "table changelog) just before the run's first event in the range, instead of from empty; see README "
-        "'Auditors'",
-    )
-    p.add_argument(
-        "--group",
-        default=env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP),
-        help="with --with-state: the worker's consumer group; the changelog is GROUP-runs-changelog "
-        "(LOOPWATCH_GROUP, default %(default)s)",
-    )
-    p.add_argument("--state-topic", metavar="TOPIC", help="with --with-state: read this changelog topic instead")
-
-
-def state_topic_of(args: argparse.Namespace) -> str:
-    """The changelog topic ``--state-topic``/``--group`` name."""
-    return str(args.state_topic or changelog_topic(args.group))
 
 
 def confirm_first_version(

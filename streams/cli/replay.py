@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,8 @@ from streams.decode import InvalidEvent, decode_event
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments, configure_profiles
-from streams.topics import VERDICTS_TOPIC
+from streams.topics import VERDICTS_TOPIC, changelog_topic
+from streams.worker.settings import DEFAULT_GROUP, env_default
 
 
 def register(sub: Any) -> None:
@@ -63,10 +65,33 @@ def register(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
     p.add_argument("--all", action="store_true", help="also print decisions that are not published")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
-    audit_state.add_arguments(p)
+    _add_state_arguments(p)
     add_profile_arguments(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
+
+
+def _add_state_arguments(p: argparse.ArgumentParser) -> None:
+    """``--with-state``, ``--group`` and ``--state-topic`` of ``loopwatch replay``."""
+    p.add_argument(
+        "--with-state",
+        action="store_true",
+        help="with --topic: start each run (with --run: the explained run) from the worker's stored state (its "
+        "table changelog) just before the run's first event in the range, instead of from empty; see README "
+        "'Auditors'",
+    )
+    p.add_argument(
+        "--group",
+        default=env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP),
+        help="with --with-state: the worker's consumer group; the changelog is GROUP-runs-changelog "
+        "(LOOPWATCH_GROUP, default %(default)s)",
+    )
+    p.add_argument("--state-topic", metavar="TOPIC", help="with --with-state: read this changelog topic instead")
+
+
+def _state_topic(args: argparse.Namespace) -> str:
+    """The changelog topic ``--state-topic``/``--group`` name."""
+    return str(args.state_topic or changelog_topic(args.group))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,7 +174,7 @@ def _explain_with_state(
     mine = explain_state.run_events(events, args.run)
     if not mine:
         return _explain([], config, args.run, sys.stdout, as_json=args.json)
-    state_topic = audit_state.state_topic_of(args)
+    state_topic = _state_topic(args)
     try:
         plan, warm = asyncio.run(
             audit_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
@@ -221,7 +246,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
             stateful = asyncio.run(
                 audit_state.replay_with_state(
                     args.bootstrap,
-                    audit_state.state_topic_of(args),
+                    _state_topic(args),
                     args.topic,
                     read,
                     events,
