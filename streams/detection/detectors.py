@@ -132,12 +132,12 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
         streak, missing = unknown_tool_streak(history, tool)
         if missing is not None and streak >= cfg.unknown_tool_threshold:
             return Finding(
-                True,
-                UNKNOWN_TOOL,
-                streak,
-                cfg.unknown_tool_threshold,
-                f"unknown-tool:{tool}:{missing}",
-                messages.unknown_tool_critical(tool, missing, streak),
+                critical=True,
+                detector=UNKNOWN_TOOL,
+                count=streak,
+                threshold=cfg.unknown_tool_threshold,
+                key=f"unknown-tool:{tool}:{missing}",
+                message=messages.unknown_tool_critical(tool, missing, streak),
                 outcome=last.result,
             )
 
@@ -148,12 +148,12 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
     glob = cfg.global_circuit_breaker_threshold
     if streak >= glob:
         return Finding(
-            True,
-            GLOBAL,
-            streak,
-            glob,
-            f"global:{tool}:{sig}:{latest_key}",
-            messages.global_critical(tool, streak),
+            critical=True,
+            detector=GLOBAL,
+            count=streak,
+            threshold=glob,
+            key=f"global:{tool}:{sig}:{latest_key}",
+            message=messages.global_critical(tool, streak),
             outcome=latest,
         )
 
@@ -162,22 +162,22 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
     if known_poll and cfg.known_poll_no_progress:
         if streak >= critical:
             return Finding(
-                True,
-                POLL,
-                streak,
-                critical,
-                f"poll:{tool}:{sig}:{latest_key}",
-                messages.poll_critical(tool, streak),
+                critical=True,
+                detector=POLL,
+                count=streak,
+                threshold=critical,
+                key=f"poll:{tool}:{sig}:{latest_key}",
+                message=messages.poll_critical(tool, streak),
                 outcome=latest,
             )
         if streak >= warning:
             return Finding(
-                False,
-                POLL,
-                streak,
-                warning,
-                f"poll:{tool}:{sig}:{latest_key}",
-                messages.poll_warning(tool, streak),
+                critical=False,
+                detector=POLL,
+                count=streak,
+                threshold=warning,
+                key=f"poll:{tool}:{sig}:{latest_key}",
+                message=messages.poll_warning(tool, streak),
                 outcome=latest,
             )
 
@@ -187,46 +187,46 @@ def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopCon
             count = pp.length
             if count >= critical and ping_pong_evidence(history, pp):
                 return Finding(
-                    True,
-                    PING_PONG,
-                    count,
-                    critical,
-                    ping_pong_key(sig, pp),
-                    messages.ping_pong_critical(tool, count),
-                    pp.last.tool,
-                    latest,
+                    critical=True,
+                    detector=PING_PONG,
+                    count=count,
+                    threshold=critical,
+                    key=ping_pong_key(sig, pp),
+                    message=messages.ping_pong_critical(tool, count),
+                    paired_tool=pp.last.tool,
+                    outcome=latest,
                 )
             if count >= warning:
                 return Finding(
-                    False,
-                    PING_PONG,
-                    count,
-                    warning,
-                    ping_pong_key(sig, pp),
-                    messages.ping_pong_warning(tool, count),
-                    pp.last.tool,
-                    latest,
+                    critical=False,
+                    detector=PING_PONG,
+                    count=count,
+                    threshold=warning,
+                    key=ping_pong_key(sig, pp),
+                    message=messages.ping_pong_warning(tool, count),
+                    paired_tool=pp.last.tool,
+                    outcome=latest,
                 )
 
     if not known_poll and cfg.generic_repeat:
         if streak >= critical:
             return Finding(
-                True,
-                GENERIC,
-                streak,
-                critical,
-                f"generic:{tool}:{sig}:{latest_key}",
-                messages.generic_critical(tool, streak),
+                critical=True,
+                detector=GENERIC,
+                count=streak,
+                threshold=critical,
+                key=f"generic:{tool}:{sig}:{latest_key}",
+                message=messages.generic_critical(tool, streak),
                 outcome=latest,
             )
         if matches >= warning:
             return Finding(
-                False,
-                GENERIC,
-                matches,
-                warning,
-                f"generic:{tool}:{sig}",
-                messages.generic_warning(tool, matches),
+                critical=False,
+                detector=GENERIC,
+                count=matches,
+                threshold=warning,
+                key=f"generic:{tool}:{sig}",
+                message=messages.generic_warning(tool, matches),
                 outcome=latest,
             )
     return None
