@@ -1,4 +1,4 @@
-"""Event records on ``loopwatch.events`` (design.md §3): the wire contract gateways produce.
+"""Event records on ``loopwatch.events``: the wire contract gateways produce.
 
 The models validate the shape only; they never hash or interpret arguments. Unknown fields are ignored so
 that gateways can add fields before loopwatch knows them, but ``type`` must be one loopwatch understands and
@@ -167,7 +167,7 @@ class EventBase(BaseModel):
 
     @property
     def dedup_key(self) -> str:
-        """``(gateway_id, event_id)`` joined by NUL: the de-duplication key of design.md §3."""
+        """``(gateway_id, event_id)`` joined by NUL: the key the detectors de-duplicate events by."""
         return self.gateway_id + "\x00" + self.event_id
 
 

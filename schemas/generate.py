@@ -26,7 +26,7 @@ _DRAFT = "https://json-schema.org/draft/2020-12/schema"
 def _event_schema() -> dict[str, Any]:
     schema = EVENT_ADAPTER.json_schema()
     schema["title"] = "loopwatch event"
-    schema["description"] = "One record on loopwatch.events (design.md section 3), discriminated by type."
+    schema["description"] = "One record on loopwatch.events, discriminated by type."
     return schema
 
 

@@ -1,4 +1,4 @@
-"""Verdict records on ``loopwatch.verdicts`` (design.md §4).
+"""Verdict records on ``loopwatch.verdicts``: what the worker publishes for each published decision.
 
 ``verdict_id`` is a pure function of the triggering event and the decision, so a verdict re-published after a
 crash or rebalance carries the same id and consumers can de-duplicate it.

@@ -180,7 +180,7 @@ def _json_kind(value: object) -> str:
 
 
 def scope_key(event: Event) -> str:
-    """The event's scope key (design §1): its trimmed run id when non-blank, else its session id."""
+    """The event's scope key, the partitioning and state key: its trimmed run id when non-blank, else its session id."""
     return scope_key_of(event.run_id, event.session_id)
 
 

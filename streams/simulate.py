@@ -1,4 +1,4 @@
-"""Deterministic fleet traffic: design.md §3 event records from N simulated OpenClaw gateways.
+"""Deterministic fleet traffic: event records (schemas/events.py) from N simulated OpenClaw gateways.
 
 Used by the demo (``make run``), the benchmarks and tests, so it has to look like a real fleet to the
 detectors: most runs progress (unique calls, exec jobs whose polls return new output while pids and durations
@@ -573,7 +573,7 @@ def simulate(
     start_ms: int | None = None,
     usage: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
-    """``(key, value)`` Kafka records in time order; key = the event's scope key (design §1).
+    """``(key, value)`` Kafka records in time order; key = the event's scope key (:func:`streams.decode.scope_key`).
 
     About ``malformed`` of the records are bad (one of :data:`MALFORMED_KINDS`, ``oversized`` only when asked
     for: each is over 1 MiB). They take the place of a valid event, so the total stays ``rate * duration``.

@@ -1,4 +1,4 @@
-"""``RunState``: everything loopwatch remembers about one scope key (design §6), and its compact form.
+"""``RunState``: everything loopwatch remembers about one scope key, and its compact form.
 
 States are immutable values: :func:`streams.detection.engine.apply` returns a new one and the old one stays
 valid, which keeps replays, retries and what-if runs trivially correct. Unchanged parts are shared.

@@ -2,7 +2,7 @@
 
 No Docker engine exists here, so local runs and integration tests start Tansu as a child process. It keeps
 everything in memory: a broker restart loses all topics, offsets and groups (never reuse a RocksDB data
-directory across broker restarts). See design §7 for the quirks; :mod:`streams.kafka.compat` remedies them.
+directory across broker restarts). Its protocol quirks are listed and remedied in :mod:`streams.kafka.compat`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the worker (design §8).
+"""Prometheus metrics of the worker (listed with their meaning in docs/metrics.md).
 
 Label values come from closed sets only (event types, decisions, detectors, invalid-record reasons): run,
 session and call ids would make the series count unbounded, so they go in verdict records instead. Every
