@@ -77,9 +77,10 @@ class Comparison:
 
 
 def _lines(path: Path) -> Iterator[bytes]:
+    from streams.audit.source import lines
+
     with path.open("rb") as handle:
-        for raw in handle:
-            yield raw.rstrip(b"\n")
+        yield from lines(handle)
 
 
 def replay_file(path: Path, config: LoadedConfig) -> dict[str, tuple[Any, ...]]:

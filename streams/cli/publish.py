@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from streams.audit.source import lines
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -70,11 +71,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    for number, raw in enumerate(stream, 1):
-        line = raw.rstrip(b"\r\n")
-        if line.strip():
-            yield number, line
+def _numbered(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines with their 1-based line numbers."""
+    return ((number, line) for number, line in enumerate(lines(stream), 1) if line.strip())
 
 
 def prepare(lines: Iterator[tuple[int, bytes]], *, raw: bool) -> tuple[list[tuple[bytes | None, bytes]], int]:
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError("cannot read the events file", str(args.file), exc.strerror) from None
     with source:
-        records, refused = prepare(_lines(source), raw=args.raw)
+        records, refused = prepare(_numbered(source), raw=args.raw)
     preflight(args.bootstrap, security)
     try:
         sent = asyncio.run(
