@@ -73,13 +73,13 @@ def _functions(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.FunctionDe
 def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
     """A simulated events topic (one partition), the changelog the worker's batch code writes for it, the
     busiest run and an offset in the middle of it (so the audit needs the stored state and a warm-up)."""
-    from streams.audit import replay as audit
+    from streams.audit import source
     from streams.config_file import LoadedConfig
     from streams.simulate import simulate
     from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 
     records = [
-        audit.TopicRecord(0, offset, 0, key, value)
+        source.TopicRecord(0, offset, 0, key, value)
         for offset, (key, value) in enumerate(simulate(gateways=2, rate=60.0, duration=2.0, seed=7))
     ]
     processor = RunProcessor(LoadedConfig.default())
@@ -91,7 +91,7 @@ def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
             value = processor.process(group, chunk, table.get(group.key), 1).value
             assert value is not None
             table[group.key] = value
-            changelog.append(audit.TopicRecord(0, len(changelog), 0, group.key, value))
+            changelog.append(source.TopicRecord(0, len(changelog), 0, group.key, value))
     keys = Counter(r.key for r in records if r.key is not None)
     run = max(keys, key=lambda k: (keys[k], k))
     offsets = [r.offset for r in records if r.key == run]
@@ -100,7 +100,7 @@ def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
 
 def audit_hops() -> dict[str, Any]:
     """Trace ``replay --topic --with-state --run`` and count its cross-module calls inside the packages."""
-    from streams.audit import replay as audit
+    from streams.audit import source
     from streams.cli import main
 
     records, changelog, run, start = _topic_and_changelog()
@@ -108,9 +108,9 @@ def audit_hops() -> dict[str, Any]:
 
     async def read_partitions(bootstrap: str, topic: str, start: Any = None, end: Any = None, **_: Any) -> Any:
         ends = {0: len(topics[topic])}
-        lo = audit.resolve_offsets(start, {0: 0}, ends)[0]
-        hi = max(lo, audit.resolve_offsets(end, ends, ends)[0])
-        return audit.TopicRead({0: [r for r in topics[topic] if lo <= r.offset < hi]}, {0: (lo, hi)})
+        lo = source.resolve_offsets(start, {0: 0}, ends)[0]
+        hi = max(lo, source.resolve_offsets(end, ends, ends)[0])
+        return source.TopicRead({0: [r for r in topics[topic] if lo <= r.offset < hi]}, {0: (lo, hi)})
 
     argv = ["replay", "--topic", TOPIC, "--bootstrap", "127.0.0.1:1", "--from", str(start)]
     argv += ["--run", run, "--with-state", "--group", GROUP]
@@ -134,9 +134,9 @@ def audit_hops() -> dict[str, Any]:
 
     from streams.kafka import client as kafka_io
 
-    original = audit.read_partitions
+    original = source.read_partitions
     original_preflight = kafka_io.preflight
-    audit.read_partitions = read_partitions
+    source.read_partitions = read_partitions
     kafka_io.preflight = lambda *args, **kwargs: None  # the topics are served from memory: no broker to check
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -147,7 +147,7 @@ def audit_hops() -> dict[str, Any]:
             finally:
                 sys.setprofile(None)
     finally:
-        audit.read_partitions = original
+        source.read_partitions = original
         kafka_io.preflight = original_preflight
     if status != 0:
         raise SystemExit(f"the traced audit failed ({status}): {err.getvalue().strip()}")

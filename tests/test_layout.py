@@ -143,5 +143,5 @@ def test_structure_measures_the_audit_path() -> None:
 
     hops = audit_hops()
     assert hops["entry_points"]["streams.cli.replay"] >= 1
-    assert "streams.audit.replay" in hops["entry_points"] and "streams.runner" in hops["entry_points"]
+    assert "streams.audit.explain" in hops["entry_points"] and "streams.runner" in hops["entry_points"]
     assert hops["edges"] >= hops["modules"] - 1

@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from streams.audit import replay as audit
+from streams.audit import source
 from streams.audit.changelog import (
     ORIGINS,
     Base,
@@ -71,7 +71,7 @@ LOOKBACK: Final = 10_000
 
 
 def confirm_first_version(
-    candidate: Base, lookback_after: int, run_events: Sequence[audit.PositionedEvent], config: LoadedConfig
+    candidate: Base, lookback_after: int, run_events: Sequence[source.PositionedEvent], config: LoadedConfig
 ) -> Base:
     """A ``compacted`` candidate becomes ``first`` (empty, warm-up after ``lookback_after``) when the run's
     events after ``lookback_after`` up to the candidate's ``last_offset`` rebuild its state from empty.
@@ -95,7 +95,7 @@ def confirm_first_version(
     return candidate
 
 
-def run_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], list[int]]:
+def run_offsets(events: Mapping[int, Sequence[source.PositionedEvent]]) -> dict[tuple[int, str], list[int]]:
     """(partition, scope key) -> offsets of the run's events in the range, ascending."""
     out: dict[tuple[int, str], list[int]] = {}
     for partition, items in events.items():
@@ -104,13 +104,13 @@ def run_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[t
     return out
 
 
-def first_offsets(events: Mapping[int, Sequence[audit.PositionedEvent]]) -> dict[tuple[int, str], int]:
+def first_offsets(events: Mapping[int, Sequence[source.PositionedEvent]]) -> dict[tuple[int, str], int]:
     """(partition, scope key) -> offset of the run's first event in the range."""
     return {run: offsets[0] for run, offsets in run_offsets(events).items()}
 
 
 def select_bases(
-    events: Mapping[int, Sequence[audit.PositionedEvent]], index: ChangelogIndex
+    events: Mapping[int, Sequence[source.PositionedEvent]], index: ChangelogIndex
 ) -> dict[tuple[int, str], Base]:
     """Each run's base (:func:`select_base`) with its expiries in the range (:func:`select_expiries`)."""
     out: dict[tuple[int, str], Base] = {}
@@ -185,15 +185,15 @@ class StatefulReplay:
 
     def replayed_in_range(self, verdict: Mapping[str, Any]) -> bool:
         """False for a recorded verdict of a skipped event (not replayed, so not compared)."""
-        source = verdict.get("source")
-        if not isinstance(source, dict):
+        where = verdict.get("source")
+        if not isinstance(where, dict):
             return True
-        return (source.get("partition"), source.get("offset")) not in self.skipped
+        return (where.get("partition"), where.get("offset")) not in self.skipped
 
 
 def replay_from_bases(
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
-    warmup: Mapping[int, Sequence[audit.PositionedEvent]],
+    events: Mapping[int, Sequence[source.PositionedEvent]],
+    warmup: Mapping[int, Sequence[source.PositionedEvent]],
     bases: Mapping[tuple[int, str], Base],
     config: LoadedConfig,
     topic: str,
@@ -228,11 +228,11 @@ class PartitionStart:
     warmed: dict[str, int] = field(default_factory=dict)  # scope key -> earlier events applied silently
     restarts: dict[int, Restart] = field(default_factory=dict)  # range offset -> the expiry restarting its run
 
-    def covers(self, pe: audit.PositionedEvent) -> bool:
+    def covers(self, pe: source.PositionedEvent) -> bool:
         """Whether a range event is already in its run's state (skipped: a compacted changelog's newer state)."""
         return pe.index <= self.after.get(scope_key(pe.event), -1)
 
-    def restart(self, pe: audit.PositionedEvent) -> Restart | None:
+    def restart(self, pe: source.PositionedEvent) -> Restart | None:
         """The expiry after which the worker applied ``pe`` to an empty state, if any; its run's state is then
         emptied here too (call right before applying ``pe``)."""
         found = self.restarts.get(pe.index)
@@ -243,7 +243,7 @@ class PartitionStart:
 
 def start_partition(
     partition: int,
-    warmup: Mapping[int, Sequence[audit.PositionedEvent]],
+    warmup: Mapping[int, Sequence[source.PositionedEvent]],
     bases: Mapping[tuple[int, str], Base],
     config: LoadedConfig,
     *,
@@ -280,8 +280,8 @@ class StatePlan:
 
 
 def plan_state(
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
-    changelog: Mapping[int, Sequence[audit.TopicRecord]],
+    events: Mapping[int, Sequence[source.PositionedEvent]],
+    changelog: Mapping[int, Sequence[source.TopicRecord]],
     state_topic: str,
     starts: Mapping[int, int],
 ) -> StatePlan:
@@ -299,8 +299,8 @@ def plan_state(
 
 def finish_state(
     plan: StatePlan,
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
-    warm: Mapping[int, Sequence[audit.PositionedEvent]],
+    events: Mapping[int, Sequence[source.PositionedEvent]],
+    warm: Mapping[int, Sequence[source.PositionedEvent]],
     config: LoadedConfig,
     topic: str,
     *,
@@ -316,13 +316,13 @@ def finish_state(
 
 def confirm_bases(
     plan: StatePlan,
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
-    warm: Mapping[int, Sequence[audit.PositionedEvent]],
+    events: Mapping[int, Sequence[source.PositionedEvent]],
+    warm: Mapping[int, Sequence[source.PositionedEvent]],
     config: LoadedConfig,
 ) -> dict[tuple[int, str], Base]:
     """``plan.bases`` with every compacted candidate checked by :func:`confirm_first_version`."""
     bases = dict(plan.bases)
-    by_run: dict[tuple[int, str], list[audit.PositionedEvent]] = {run: [] for run in plan.lookback}
+    by_run: dict[tuple[int, str], list[source.PositionedEvent]] = {run: [] for run in plan.lookback}
     for partition in {p for p, _ in plan.lookback}:
         for pe in (*warm.get(partition, ()), *events[partition]):
             run_events = by_run.get((partition, scope_key(pe.event)))
@@ -340,8 +340,8 @@ async def replay_with_state(
     bootstrap: str,
     state_topic: str,
     topic: str,
-    read: audit.TopicRead,
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    read: source.TopicRead,
+    events: Mapping[int, Sequence[source.PositionedEvent]],
     config: LoadedConfig,
     *,
     include_all: bool,
@@ -359,25 +359,25 @@ async def read_state(
     bootstrap: str,
     state_topic: str,
     topic: str,
-    read: audit.TopicRead,
-    events: Mapping[int, Sequence[audit.PositionedEvent]],
+    read: source.TopicRead,
+    events: Mapping[int, Sequence[source.PositionedEvent]],
     **read_options: Any,
-) -> tuple[StatePlan, dict[int, list[audit.PositionedEvent]]]:
+) -> tuple[StatePlan, dict[int, list[source.PositionedEvent]]]:
     """The plan for ``events``' runs (from the changelog) and the warm-up events it needs, per partition."""
     try:
-        changelog = await audit.read_partitions(bootstrap, state_topic, **read_options)
+        changelog = await source.read_partitions(bootstrap, state_topic, **read_options)
     except RuntimeError as exc:
         raise RuntimeError(f"cannot read state topic {state_topic}: {exc}") from None
     plan = plan_state(events, changelog.records, state_topic, {p: lo for p, (lo, _) in read.ranges.items()})
-    warm: dict[int, list[audit.PositionedEvent]] = {}
+    warm: dict[int, list[source.PositionedEvent]] = {}
     if plan.warmup:
         spans = plan.warmup
-        start = audit.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
-        end = audit.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
-        earlier = await audit.read_partitions(bootstrap, topic, start, end, **read_options)
+        start = source.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
+        end = source.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
+        earlier = await source.read_partitions(bootstrap, topic, start, end, **read_options)
         for p, (lo, _) in sorted(plan.required.items()):
             got = earlier.ranges.get(p, (lo, lo))[0]
             if got > lo:
                 plan.notes.append(f"{topic}[{p}]: events {lo}..{got - 1} are gone (retention); replay may differ")
-        warm, _ = audit.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
+        warm, _ = source.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
     return plan, warm

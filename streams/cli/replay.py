@@ -22,9 +22,7 @@ from typing import IO, Any
 
 import orjson
 
-from streams.audit import explain as explain_state
-from streams.audit import replay as audit
-from streams.audit import with_state as audit_state
+from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import lines
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
@@ -45,9 +43,9 @@ def register(sub: Any) -> None:
         "Also compares the result with the verdicts the worker published (--compare-verdicts), starts runs from "
         "the worker's stored state (--with-state) and explains one run step by step (--run).",
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
-    source.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
+    given.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
     p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
     p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
     p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
@@ -109,14 +107,14 @@ def run(args: argparse.Namespace) -> int:
     if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
         raise CommandError("--from, --to, --compare-verdicts and --with-state need --topic", hint=_HELP)
     try:
-        source = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
+        stream = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:
         raise CommandError("cannot read the events file", str(args.events), exc.strerror) from None
-    with source:
+    with stream:
         if args.run is not None:
-            return explain_lines(lines(source), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
+            return explain_lines(lines(stream), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
         return replay_lines(
-            lines(source),
+            lines(stream),
             config,
             sys.stdout.buffer,
             include_all=args.all,
@@ -132,25 +130,25 @@ def explain_lines(
     lines: Iterator[bytes], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool, name: str
 ) -> int:
     """``--run`` over a file: bad lines are reported and skipped (an explanation is not an audit)."""
-    events: list[audit.PositionedEvent] = []
+    events: list[source.PositionedEvent] = []
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            events.append(audit.PositionedEvent(index, decode_event(raw)))
+            events.append(source.PositionedEvent(index, decode_event(raw)))
         except InvalidEvent as exc:
             print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
     return _explain(events, config, run, out, as_json=as_json)
 
 
 def _explain(
-    events: list[audit.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool
+    events: list[source.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool
 ) -> int:
-    steps = audit.explain_run(events, config, run)
+    steps = explain.explain_run(events, config, run)
     if as_json:
-        out.write(orjson.dumps({"run": run, "events": audit.explain_json(steps)}).decode() + "\n")
+        out.write(orjson.dumps({"run": run, "events": explain.explain_json(steps)}).decode() + "\n")
     elif steps:  # no events: the error line says so, once
-        out.write(audit.render_explain(steps, run, config))
+        out.write(explain.render_explain(steps, run, config))
     return _explained(out, run, bool(steps))
 
 
@@ -166,24 +164,24 @@ def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
 def _explain_with_state(
     args: argparse.Namespace,
     config: LoadedConfig,
-    read: audit.TopicRead,
-    events: dict[int, list[audit.PositionedEvent]],
+    read: source.TopicRead,
+    events: dict[int, list[source.PositionedEvent]],
     security: KafkaSecurity,
 ) -> int:
     """``--run --with-state``: explain the run from the worker's stored state (see :mod:`streams.audit.explain`)."""
-    mine = explain_state.run_events(events, args.run)
+    mine = explain.run_events(events, args.run)
     if not mine:
         return _explain([], config, args.run, sys.stdout, as_json=args.json)
     state_topic = _state_topic(args)
     try:
         plan, warm = asyncio.run(
-            audit_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
+            with_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
         )
     except Exception as exc:
         raise _kafka(exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security) from None
     for note in plan.notes:
         print(note, file=sys.stderr)
-    result = explain_state.explain_from_state(plan, mine, warm, config, args.run)
+    result = explain.explain_from_state(plan, mine, warm, config, args.run)
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(args.run)).decode() + "\n")
     else:
@@ -209,9 +207,9 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     if not args.bootstrap:
         raise CommandError("--topic needs --bootstrap HOST:PORT", hint=_HELP)
     try:
-        start = audit.parse_bound(args.start) if args.start is not None else None
-        end = audit.parse_bound(args.end) if args.end is not None else None
-    except audit.RangeError as exc:
+        start = source.parse_bound(args.start) if args.start is not None else None
+        end = source.parse_bound(args.end) if args.end is not None else None
+    except source.RangeError as exc:
         raise CommandError(str(exc), "--from/--to", _HELP) from None
     try:
         security = security_from_args(args)
@@ -219,10 +217,10 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         raise CommandError(str(exc), hint=_HELP) from None
     preflight(args.bootstrap, security)
     try:
-        read = asyncio.run(audit.read_partitions(args.bootstrap, args.topic, start, end, security=security))
+        read = asyncio.run(source.read_partitions(args.bootstrap, args.topic, start, end, security=security))
     except Exception as exc:
         raise _kafka(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
-    events, bad = audit.decode_records(read.records)
+    events, bad = source.decode_records(read.records)
     if args.run is not None and bad:
         # An explanation is about one run: one line for the bad records, not one per record of every partition.
         print(
@@ -240,11 +238,11 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
             flat = [pe for partition in sorted(events) for pe in events[partition]]
             status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
         return 2 if bad and args.strict else status
-    stateful: audit_state.StatefulReplay | None = None
+    stateful: with_state.StatefulReplay | None = None
     if args.with_state:
         try:
             stateful = asyncio.run(
-                audit_state.replay_with_state(
+                with_state.replay_with_state(
                     args.bootstrap,
                     _state_topic(args),
                     args.topic,
@@ -262,19 +260,19 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         print(stateful.summary(), file=sys.stderr)
         replayed = stateful.records
     else:
-        replayed = audit.replay_partitions(events, config, args.topic, include_all=args.all)
+        replayed = replay.replay_partitions(events, config, args.topic, include_all=args.all)
     if args.compare_verdicts:
         try:
-            verdict_read = asyncio.run(audit.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
+            verdict_read = asyncio.run(source.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
         except Exception as exc:
             raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
-        recorded, notes = audit.verdict_values(verdict_read, args.verdicts_topic)
+        recorded, notes = compare.verdict_values(verdict_read, args.verdicts_topic)
         for note in notes:
             print(note, file=sys.stderr)
-        in_range = [v for v in recorded if audit.in_range(v, args.topic, read.ranges)]
+        in_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]
         if stateful is not None:  # events a newer stored state already covers were not replayed
             in_range = [v for v in in_range if stateful.replayed_in_range(v)]
-        comparison = audit.compare_verdicts(replayed, in_range)
+        comparison = compare.compare_verdicts(replayed, in_range)
         if args.json:
             doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
             if stateful is not None:

@@ -17,8 +17,7 @@ import orjson
 import pytest
 
 from streams.audit import changelog as audit_changelog
-from streams.audit import replay as audit
-from streams.audit import with_state as audit_state
+from streams.audit import source, with_state
 from streams.audit.changelog import ChangelogRecord, Expiries, Restart, select_expiries
 from streams.cli import main
 from streams.config_file import LoadedConfig
@@ -94,8 +93,8 @@ def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> No
 
     value = envelope.encode(0, 7, 1, stored_state(1))
     recs = {
-        0: [audit.TopicRecord(0, 0, 0, b"r1", value), audit.TopicRecord(0, 3, 0, b"r1", b"")],  # 1, 2 compacted
-        1: [audit.TopicRecord(1, 0, 0, b"r1", b""), audit.TopicRecord(1, 1, 0, b"r2", b"")],  # r1 repartitioned
+        0: [source.TopicRecord(0, 0, 0, b"r1", value), source.TopicRecord(0, 3, 0, b"r1", b"")],  # 1, 2 compacted
+        1: [source.TopicRecord(1, 0, 0, b"r1", b""), source.TopicRecord(1, 1, 0, b"r2", b"")],  # r1 repartitioned
     }
     index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
     assert index.runs[(0, "r1")] == [ChangelogRecord(0, envelope.decode(value)), ChangelogRecord(3, None)]
@@ -111,14 +110,14 @@ def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> No
 # --- replay against the modelled worker -------------------------------------------------------------------
 
 
-def _expiring(tmp_path: Path) -> tuple[LoadedConfig, list[audit.TopicRecord], list[Any], list[Any]]:
+def _expiring(tmp_path: Path) -> tuple[LoadedConfig, list[source.TopicRecord], list[Any], list[Any]]:
     config, records = setup_runs(tmp_path)
     published, changelog = run_worker(records, config, batch=BATCH, expire=EXPIRE)
     assert sum(1 for r in changelog if not r.value) == 4
     return config, records, published, changelog
 
 
-def _without_restarts(plan: audit_state.StatePlan) -> audit_state.StatePlan:
+def _without_restarts(plan: with_state.StatePlan) -> with_state.StatePlan:
     """The plan as before expiries in range were replayed: every run continued."""
     bases = {run: dataclasses.replace(b, expiries=Expiries()) for run, b in plan.bases.items()}
     return dataclasses.replace(plan, bases=bases)
@@ -133,7 +132,7 @@ def test_expiries_in_range_replayed_equal_the_worker(tmp_path: Path, start: int,
     config, records, published, changelog = _expiring(tmp_path)
     want = comparable([v for v in published if v["source"]["offset"] >= start])
     plan, events, warm = plan_reads(records, changelog, start)
-    result = audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
+    result = with_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
     assert comparable(result.records) == want
     restarts = {o for o in RESTARTS if o > start}
     assert {r.offset for b in result.bases.values() for r in b.expiries.restarts} == restarts
@@ -149,7 +148,7 @@ def test_expiries_in_range_replayed_equal_the_worker(tmp_path: Path, start: int,
     )
     assert result.to_json()["restarted_after_expiry"] == len(restarts)
     # before: the runs were continued through their expiries, which the worker's verdicts contradict
-    before = audit_state.finish_state(_without_restarts(plan), events, warm, config, TOPIC, include_all=False)
+    before = with_state.finish_state(_without_restarts(plan), events, warm, config, TOPIC, include_all=False)
     assert before.restarted == 0 and (comparable(before.records) != want) == differed
 
 
@@ -170,7 +169,7 @@ def test_compacted_changelog_says_what_it_cannot_know(tmp_path: Path) -> None:
     cleaned = {r.key: r for r in changelog if r.offset <= first_tomb}
     compacted = sorted(cleaned.values(), key=lambda r: r.offset) + [r for r in changelog if r.offset > first_tomb]
     plan, events, warm = plan_reads(records, compacted, 0)
-    result = audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
+    result = with_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
     gaps, unknown = plan.notes
     assert gaps.startswith("cl[0]: ") and "are missing (compacted or deleted)" in gaps
     assert unknown.startswith(f"cl[0]@{first_tomb}: tombstone of sess-a does not directly follow a version")
@@ -220,7 +219,7 @@ def test_cli_compare_and_run_with_expiries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, records, published, changelog = _expiring(tmp_path)
-    verdicts = [audit.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
+    verdicts = [source.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
     serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "loopwatch.verdicts": verdicts})
     cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "16"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from schemas.verdict import verdict_id
-from streams.audit import replay as audit
+from streams.audit import explain, source
 from streams.cli import main
 from streams.config_file import LoadedConfig
 from tests.support.audit import (
@@ -48,8 +48,8 @@ def test_mid_run_explanation_with_state_explains_the_workers_verdicts(tmp_path: 
         first = next(s for s in result.steps if s.counts is not None)
         assert first.counts is not None and first.counts.history == begin.history > 0
         # from empty (without --with-state) the first calls of the range see an empty history
-        events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-        plain = audit.explain_run(events[0], config, run)
+        events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
+        plain = explain.explain_run(events[0], config, run)
         assert [s.event_id for s in plain] == [s.event_id for s in result.steps]
         differs |= fired(plain) != fired(result.steps)
     assert differs
@@ -78,8 +78,8 @@ def test_start_is_described_in_text_and_json(tmp_path: Path) -> None:
 
 def test_start_lines_follow_the_heading_even_without_steps() -> None:
     config = LoadedConfig.default()
-    assert audit.render_explain([], "r", config) == "run r: no events\n"
-    assert audit.render_explain([], "r", config, ["start 0@5: a", "start 1@7: b"]) == (
+    assert explain.render_explain([], "r", config) == "run r: no events\n"
+    assert explain.render_explain([], "r", config, ["start 0@5: a", "start 1@7: b"]) == (
         "run r: no events\nstart 0@5: a\nstart 1@7: b\n"
     )
 
@@ -100,7 +100,7 @@ def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
     assert fired(result.steps) == recorded_fired(published, "sess-a", begin.covered_offset + 1)
     # expired after its first stored state: empty, warmed up with the events after that state
     first_a = next(r for r in changelog if r.key == b"sess-a")
-    expired = [first_a, audit.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
+    expired = [first_a, source.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
     (begin,) = explain_from_lists(records, expired, config, 20, "sess-a").starts
     assert begin.origin == "expired" and "expired the run (tombstone at changelog offset" in begin.describe()
     # no stored state at all: from empty, nothing re-applied

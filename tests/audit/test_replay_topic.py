@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.audit import replay as audit
+from streams.audit import compare, explain, replay, source
 from streams.cli import main
 from streams.config_file import load_openclaw_config
 from streams.decode import KEY_MISMATCH, decode_event, scope_key
@@ -27,21 +27,21 @@ PINGPONG = SCENARIOS["pingpong_block_at_critical"]
 
 
 def test_parse_single_offset_applies_to_all_partitions() -> None:
-    bound = audit.parse_bound("42")
-    assert bound == audit.OffsetBound(default=42)
-    assert isinstance(bound, audit.OffsetBound)
-    assert audit.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
+    bound = source.parse_bound("42")
+    assert bound == source.OffsetBound(default=42)
+    assert isinstance(bound, source.OffsetBound)
+    assert source.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
 
 
 def test_parse_per_partition_offsets() -> None:
-    bound = audit.parse_bound("0:100, 1:250")
-    assert bound == audit.OffsetBound(per_partition={0: 100, 1: 250})
-    assert isinstance(bound, audit.OffsetBound)
+    bound = source.parse_bound("0:100, 1:250")
+    assert bound == source.OffsetBound(per_partition={0: 100, 1: 250})
+    assert isinstance(bound, source.OffsetBound)
     # unlisted partitions keep the natural bound; everything is clamped to the end offsets
-    assert audit.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
-    assert audit.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
-    assert audit.parse_bound("3:1") == audit.OffsetBound(per_partition={3: 1})
-    assert audit.unknown_partitions(audit.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
+    assert source.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
+    assert source.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
+    assert source.parse_bound("3:1") == source.OffsetBound(per_partition={3: 1})
+    assert source.unknown_partitions(source.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
 
 
 @pytest.mark.parametrize(
@@ -53,23 +53,23 @@ def test_parse_per_partition_offsets() -> None:
     ],
 )
 def test_parse_rfc3339_times(text: str, ms: int) -> None:
-    assert audit.parse_bound(text) == audit.TimeBound(ms)
+    assert source.parse_bound(text) == source.TimeBound(ms)
 
 
 @pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
 def test_parse_rejects_bad_bounds(text: str) -> None:
-    with pytest.raises(audit.RangeError):
-        audit.parse_bound(text)
+    with pytest.raises(source.RangeError):
+        source.parse_bound(text)
 
 
 # --- per-partition replay ---------------------------------------------------------------------------------
 
 
-def _records(events: list[dict[str, Any]], partition: int, *, start: int = 0) -> list[audit.TopicRecord]:
+def _records(events: list[dict[str, Any]], partition: int, *, start: int = 0) -> list[source.TopicRecord]:
     out = []
     for i, ev in enumerate(events):
         key = (ev["run_id"] or ev["session_id"]).encode()
-        out.append(audit.TopicRecord(partition, start + i, 0, key, orjson.dumps(ev)))
+        out.append(source.TopicRecord(partition, start + i, 0, key, orjson.dumps(ev)))
     return out
 
 
@@ -77,10 +77,10 @@ def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> N
     config_path, _ = write_inputs(GENERIC, tmp_path, [])
     config = load_openclaw_config(config_path)
     events = wire_events(GENERIC)
-    records = {0: _records(events, 0), 1: [audit.TopicRecord(1, 0, 0, b"k", b"{not json")]}
-    decoded, bad = audit.decode_records(records)
+    records = {0: _records(events, 0), 1: [source.TopicRecord(1, 0, 0, b"k", b"{not json")]}
+    decoded, bad = source.decode_records(records)
     assert [(b.partition, b.offset, b.reason) for b in bad] == [(1, 0, "not_json")]
-    got = audit.replay_partitions(decoded, config, "t.events", include_all=False)
+    got = replay.replay_partitions(decoded, config, "t.events", include_all=False)
     states: dict[str, RunState] = {}
     want = []
     for i, ev in enumerate(decoded[0]):
@@ -98,8 +98,8 @@ def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> N
 
 def test_key_mismatch_is_skipped_like_the_worker() -> None:
     ev = wire_events(GENERIC)[0]
-    recs = {0: [audit.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), audit.TopicRecord(0, 1, 0, None, b"{}")]}
-    decoded, bad = audit.decode_records(recs)
+    recs = {0: [source.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), source.TopicRecord(0, 1, 0, None, b"{}")]}
+    decoded, bad = source.decode_records(recs)
     assert decoded == {0: []}
     assert bad[0].reason == KEY_MISMATCH
     assert "t[0]@0: invalid event (key_mismatch)" in bad[0].describe("t")
@@ -108,11 +108,11 @@ def test_key_mismatch_is_skipped_like_the_worker() -> None:
 def test_in_range() -> None:
     ranges = {0: (5, 10)}
     v = {"source": {"topic": "t", "partition": 0, "offset": 5}}
-    assert audit.in_range(v, "t", ranges)
-    assert not audit.in_range({"source": {"topic": "t", "partition": 0, "offset": 10}}, "t", ranges)
-    assert not audit.in_range({"source": {"topic": "u", "partition": 0, "offset": 6}}, "t", ranges)
-    assert not audit.in_range({"source": {"topic": "t", "partition": 1, "offset": 6}}, "t", ranges)
-    assert not audit.in_range({"source": None}, "t", ranges)
+    assert compare.in_range(v, "t", ranges)
+    assert not compare.in_range({"source": {"topic": "t", "partition": 0, "offset": 10}}, "t", ranges)
+    assert not compare.in_range({"source": {"topic": "u", "partition": 0, "offset": 6}}, "t", ranges)
+    assert not compare.in_range({"source": {"topic": "t", "partition": 1, "offset": 6}}, "t", ranges)
+    assert not compare.in_range({"source": None}, "t", ranges)
 
 
 # --- comparison -------------------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def _v(vid: str, **over: Any) -> dict[str, Any]:
 def test_compare_equal_with_duplicates() -> None:
     mine = [_v("a"), _v("b", decision="block"), _v("c", published=False)]
     theirs = [_v("a"), _v("b", decision="block"), _v("a"), _v("b", decision="block", config_hash="ignored")]
-    result = audit.compare_verdicts(mine, theirs)
+    result = compare.compare_verdicts(mine, theirs)
     assert result.equal and result.duplicates == 2 and result.replayed == 2 and result.recorded == 2
     assert result.summary().startswith("equal: 2 replayed verdicts, 2 recorded in range (2 duplicates)")
 
@@ -151,7 +151,7 @@ def test_compare_missing_extra_different() -> None:
         _v("x", decision="block"),
         _v("x", decision="block"),
     ]
-    result = audit.compare_verdicts(mine, theirs)
+    result = compare.compare_verdicts(mine, theirs)
     assert not result.equal
     kinds = [(d.kind, d.verdict_id, d.fields) for d in result.differences]
     assert kinds == [
@@ -178,21 +178,21 @@ def test_compare_each_compared_field() -> None:
         ("message", "other"),
         ("count", 3),
     ]:
-        result = audit.compare_verdicts([_v("a")], [_v("a", **{name: value})])
+        result = compare.compare_verdicts([_v("a")], [_v("a", **{name: value})])
         assert [(d.kind, d.fields) for d in result.differences] == [("different", (name,))]
     # fields outside the compared set do not matter
-    assert audit.compare_verdicts([_v("a")], [_v("a", event_ts="x", config_hash="y")]).equal
+    assert compare.compare_verdicts([_v("a")], [_v("a", event_ts="x", config_hash="y")]).equal
 
 
 # --- explain ----------------------------------------------------------------------------------------------
 
 
-def _explain(scenario: dict[str, Any], tmp_path: Path) -> tuple[list[audit.ExplainStep], str, Any]:
+def _explain(scenario: dict[str, Any], tmp_path: Path) -> tuple[list[explain.ExplainStep], str, Any]:
     config_path, _ = write_inputs(scenario, tmp_path, [])
     config = load_openclaw_config(config_path)
-    events = [audit.PositionedEvent(i, decode_event(orjson.dumps(e))) for i, e in enumerate(wire_events(scenario))]
+    events = [source.PositionedEvent(i, decode_event(orjson.dumps(e))) for i, e in enumerate(wire_events(scenario))]
     run = scope_key(events[0].event)
-    return audit.explain_run(events, config, run), run, config
+    return explain.explain_run(events, config, run), run, config
 
 
 def test_explain_generic_counts_and_decisions(tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_explain_generic_counts_and_decisions(tmp_path: Path) -> None:
     assert len(steps) == len(GENERIC["events"])
     # identical read with identical result: recentCount and noProgressStreak grow by one per call up to 10
     assert [s.counts.recent_count for s in steps[:11] if s.counts] == list(range(11))
-    assert steps[0].counts == audit.Counts(0, 0, 0, 0, 0)
+    assert steps[0].counts == explain.Counts(0, 0, 0, 0, 0)
     assert steps[5].counts is not None and steps[5].counts.recent_count == 5 and steps[5].counts.no_progress_streak == 5
     fired = [
         (i, d.decision, d.detector, d.count, d.threshold, d.published) for i, s in enumerate(steps) for d in s.decisions
@@ -208,7 +208,7 @@ def test_explain_generic_counts_and_decisions(tmp_path: Path) -> None:
     expected = [(e["index"], e["decision"], e["code"], e["count"], e["published"]) for e in GENERIC["expected"]]
     assert [(i, dec, det, c, p) for i, dec, det, c, _, p in fired] == expected
     assert fired[0][4] == 10  # warning threshold
-    text = audit.render_explain(steps, run, config)
+    text = explain.render_explain(steps, run, config)
     assert f"run {run}: {len(steps)} events" in text
     assert "-> WARNING generic_repeat: count 10 >= threshold 10, published: WARNING:" in text
     assert "saw: recentCount=10 noProgressStreak=10 pingPong=0 unknownToolStreak=0" in text
@@ -261,12 +261,12 @@ def test_compare_verdicts_read_error_is_redacted(
         monkeypatch.setenv(f"LOOPWATCH_KAFKA_{name}", value)
     records = _records(wire_events(GENERIC), 0)
 
-    async def read_partitions(bootstrap: str, topic: str, *_: Any, **__: Any) -> audit.TopicRead:
+    async def read_partitions(bootstrap: str, topic: str, *_: Any, **__: Any) -> source.TopicRead:
         if topic != "t.events":
             raise RuntimeError(f"authentication failed for auditor:{secret}")
-        return audit.TopicRead({0: records}, {0: (0, len(records))})
+        return source.TopicRead({0: records}, {0: (0, len(records))})
 
-    monkeypatch.setattr(audit, "read_partitions", read_partitions)
+    monkeypatch.setattr(source, "read_partitions", read_partitions)
     monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
     assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 3
     err = capsys.readouterr().err

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from streams.audit import changelog as audit_changelog
-from streams.audit import replay as audit
-from streams.audit import with_state as audit_state
+from streams.audit import replay, source, with_state
 from streams.audit.changelog import Base, ChangelogRecord, select_base
 from streams.cli import main
 from streams.topics import changelog_topic
@@ -77,14 +76,14 @@ def test_index_changelog_decodes_filters_and_keeps_order() -> None:
     other_partition = envelope.encode(3, 9, 1, stored_state(2))
     recs = {
         0: [
-            audit.TopicRecord(0, 4, 0, b"r1", b""),  # tombstone (the reader gives b"" for a null value)
-            audit.TopicRecord(0, 2, 0, b"r1", value),
-            audit.TopicRecord(0, 3, 0, b"r2", value),  # not a run in the range
-            audit.TopicRecord(0, 5, 0, b"r1", b"junk"),
-            audit.TopicRecord(0, 6, 0, b"r1", other_partition),
-            audit.TopicRecord(0, 7, 0, None, value),
+            source.TopicRecord(0, 4, 0, b"r1", b""),  # tombstone (the reader gives b"" for a null value)
+            source.TopicRecord(0, 2, 0, b"r1", value),
+            source.TopicRecord(0, 3, 0, b"r2", value),  # not a run in the range
+            source.TopicRecord(0, 5, 0, b"r1", b"junk"),
+            source.TopicRecord(0, 6, 0, b"r1", other_partition),
+            source.TopicRecord(0, 7, 0, None, value),
         ],
-        1: [audit.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
+        1: [source.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
     }
     index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
     assert index.runs == {
@@ -100,7 +99,7 @@ def test_warmup_ranges() -> None:
         (0, "c"): Base(None, 9, "empty"),
         (1, "d"): Base(None, 30, "compacted"),
     }
-    assert audit_state.warmup_ranges(bases, {0: 10, 1: 20}) == {0: (5, 10)}
+    assert with_state.warmup_ranges(bases, {0: 10, 1: 20}) == {0: (5, 10)}
 
 
 # --- replay from bases ------------------------------------------------------------------------------------
@@ -125,8 +124,8 @@ def test_mid_run_range_with_state_equals_the_worker(tmp_path: Path, start: int, 
     )
     assert result.warmed > 0 or start % batch == 0
     # without the stored state the same range disagrees with the worker
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    plain = audit.replay_partitions(events, config, TOPIC, include_all=False)
+    events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
+    plain = replay.replay_partitions(events, config, TOPIC, include_all=False)
     assert comparable(plain) != want
 
 
@@ -137,11 +136,11 @@ def test_compacted_changelog_skips_what_the_newer_state_covers(tmp_path: Path) -
     compacted.sort(key=lambda r: r.offset)
     cut = max(envelope.decode(r.value).last_offset for r in compacted)
     start = 3
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    index = audit_changelog.index_changelog({0: compacted}, "cl", set(audit_state.first_offsets(events)))
-    bases = audit_state.select_bases(events, index)
+    events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
+    index = audit_changelog.index_changelog({0: compacted}, "cl", set(with_state.first_offsets(events)))
+    bases = with_state.select_bases(events, index)
     assert {b.origin for b in bases.values()} == {"compacted"}
-    result = audit_state.replay_from_bases(events, {}, bases, config, TOPIC, include_all=False)
+    result = with_state.replay_from_bases(events, {}, bases, config, TOPIC, include_all=False)
     covered = {(0, o) for o in range(start, len(records)) if o <= bases[(0, _key(records[o]))].after}
     assert result.skipped == covered and len(covered) == cut + 1 - start
     kept = [v for v in published if v["source"]["offset"] >= start and result.replayed_in_range(v)]
@@ -164,25 +163,25 @@ def test_expired_run_starts_afresh_after_its_last_state(tmp_path: Path) -> None:
     _, changelog = run_worker(records, config, batch=7)
     # run a expired after the first batch: tombstone after its first version, then the worker began again
     first_a = next(r for r in changelog if r.key == b"sess-a")
-    expired = [first_a, audit.TopicRecord(0, first_a.offset, 0, b"sess-a", b"")]
+    expired = [first_a, source.TopicRecord(0, first_a.offset, 0, b"sess-a", b"")]
     start = 20
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
-    earlier, _ = audit.decode_records({0: [r for r in records if r.offset < start]})
+    events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
+    earlier, _ = source.decode_records({0: [r for r in records if r.offset < start]})
     index = audit_changelog.index_changelog({0: expired}, "cl", {(0, "sess-a")})
-    bases = audit_state.select_bases(events, index)
+    bases = with_state.select_bases(events, index)
     last_a = envelope.decode(first_a.value).last_offset
     assert bases[(0, "sess-a")] == Base(None, last_a, "expired", first_a.offset)
     assert bases[(0, "sess-b")].origin == "empty"
-    result = audit_state.replay_from_bases(events, earlier, bases, config, TOPIC, include_all=False)
+    result = with_state.replay_from_bases(events, earlier, bases, config, TOPIC, include_all=False)
     # run a: the events after its expiry from empty, warmed up to the range, like a worker whose run expired
     only_a = [r for r in records if r.key == b"sess-a" and r.offset > last_a]
-    want_events, _ = audit.decode_records({0: only_a})
-    want = [v for v in audit.replay_partitions(want_events, config, TOPIC, include_all=False) if v["index"] >= start]
+    want_events, _ = source.decode_records({0: only_a})
+    want = [v for v in replay.replay_partitions(want_events, config, TOPIC, include_all=False) if v["index"] >= start]
     assert [v for v in result.records if v["session_id"] == "sess-a"] == want
     assert result.warmed == sum(1 for r in only_a if r.offset < start)
 
 
-def _key(record: audit.TopicRecord) -> str:
+def _key(record: source.TopicRecord) -> str:
     assert record.key is not None
     return record.key.decode()
 

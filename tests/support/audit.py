@@ -15,9 +15,7 @@ import orjson
 import pytest
 
 from schemas.verdict import verdict_id
-from streams.audit import explain as explain_state
-from streams.audit import replay as audit
-from streams.audit import with_state as audit_state
+from streams.audit import explain, source, with_state
 from streams.audit.changelog import ChangelogRecord
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import RunState
@@ -46,11 +44,11 @@ def tombstone(changelog_offset: int) -> ChangelogRecord:
     return ChangelogRecord(changelog_offset, None)
 
 
-def topic_records(events: list[dict[str, Any]], partition: int = 0) -> list[audit.TopicRecord]:
+def topic_records(events: list[dict[str, Any]], partition: int = 0) -> list[source.TopicRecord]:
     out = []
     for i, ev in enumerate(events):
         key = (ev["run_id"] or ev["session_id"]).encode()
-        out.append(audit.TopicRecord(partition, i, 0, key, orjson.dumps(ev)))
+        out.append(source.TopicRecord(partition, i, 0, key, orjson.dumps(ev)))
     return out
 
 
@@ -64,7 +62,7 @@ def interleaved() -> list[dict[str, Any]]:
 
 
 def run_worker(
-    records: list[audit.TopicRecord],
+    records: list[source.TopicRecord],
     config: LoadedConfig,
     batch: int,
     expire: Mapping[int, Sequence[bytes]] | None = None,
@@ -77,7 +75,7 @@ def run_worker(
     processor = RunProcessor(config)
     table: dict[bytes, bytes] = {}
     verdicts: list[dict[str, Any]] = []
-    changelog: list[audit.TopicRecord] = []
+    changelog: list[source.TopicRecord] = []
     inputs = [InputRecord(TOPIC, r.partition, r.offset, r.key, r.value) for r in records]
     for start in range(0, len(inputs), batch):
         chunk = inputs[start : start + batch]
@@ -87,15 +85,15 @@ def run_worker(
             verdicts += [orjson.loads(p.value) for p in result.publications]
             assert result.value is not None
             table[group.key] = result.value
-            changelog.append(audit.TopicRecord(0, len(changelog), 0, group.key, result.value))
+            changelog.append(source.TopicRecord(0, len(changelog), 0, group.key, result.value))
         for key in (expire or {}).get(start // batch, ()):
             del table[key]
             processor.forget(key)
-            changelog.append(audit.TopicRecord(0, len(changelog), 0, key, b""))  # the reader's null value
+            changelog.append(source.TopicRecord(0, len(changelog), 0, key, b""))  # the reader's null value
     return verdicts, changelog
 
 
-def setup_runs(tmp_path: Path) -> tuple[LoadedConfig, list[audit.TopicRecord]]:
+def setup_runs(tmp_path: Path) -> tuple[LoadedConfig, list[source.TopicRecord]]:
     config_path, _ = write_inputs(GENERIC, tmp_path, [])
     assert PINGPONG["config"] == GENERIC["config"]
     return load_openclaw_config(config_path), topic_records(interleaved())
@@ -105,40 +103,40 @@ def comparable(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {v["verdict_id"]: {k: x for k, x in v.items() if k not in ("index", "published")} for v in verdicts}
 
 
-Events = dict[int, list[audit.PositionedEvent]]
+Events = dict[int, list[source.PositionedEvent]]
 
 
 def plan_reads(
-    records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], start: int, run: str | None = None
-) -> tuple[audit_state.StatePlan, Events, Events]:
+    records: list[source.TopicRecord], changelog: list[source.TopicRecord], start: int, run: str | None = None
+) -> tuple[with_state.StatePlan, Events, Events]:
     """What ``replay --with-state --from START [--run RUN]`` reads and plans: (plan, range events, warm-up
     events), without Kafka (the reads served from lists)."""
-    events, _ = audit.decode_records({0: [r for r in records if r.offset >= start]})
+    events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
     if run is not None:
-        events = explain_state.run_events(events, run)
-    plan = audit_state.plan_state(events, {0: changelog}, "cl", {0: start})
+        events = explain.run_events(events, run)
+    plan = with_state.plan_state(events, {0: changelog}, "cl", {0: start})
     lo, hi = plan.warmup.get(0, (start, start))
-    warm, _ = audit.decode_records({0: [r for r in records if lo <= r.offset < hi]})
+    warm, _ = source.decode_records({0: [r for r in records if lo <= r.offset < hi]})
     return plan, events, warm
 
 
 def stateful_replay(
-    records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], config: LoadedConfig, start: int
-) -> audit_state.StatefulReplay:
+    records: list[source.TopicRecord], changelog: list[source.TopicRecord], config: LoadedConfig, start: int
+) -> with_state.StatefulReplay:
     """What ``replay --with-state --from START`` does, without Kafka (the reads served from lists)."""
     plan, events, warm = plan_reads(records, changelog, start)
-    return audit_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
+    return with_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
 
 
 def explain_from_lists(
-    records: list[audit.TopicRecord], changelog: list[audit.TopicRecord], config: LoadedConfig, start: int, run: str
-) -> explain_state.StatefulExplanation:
+    records: list[source.TopicRecord], changelog: list[source.TopicRecord], config: LoadedConfig, start: int, run: str
+) -> explain.StatefulExplanation:
     """What ``replay --from START --run RUN --with-state`` computes, the reads served from lists."""
     plan, mine, warm = plan_reads(records, changelog, start, run)
-    return explain_state.explain_from_state(plan, mine, warm, config, run)
+    return explain.explain_from_state(plan, mine, warm, config, run)
 
 
-def fired(steps: list[audit.ExplainStep]) -> set[tuple[Any, ...]]:
+def fired(steps: list[explain.ExplainStep]) -> set[tuple[Any, ...]]:
     """(verdict id, offset, decision, detector, count) of every published decision of an explanation."""
     return {
         (verdict_id(GATEWAY, s.event_id, d.decision, d.detector), offset_of(s), d.decision, d.detector, d.count)
@@ -148,7 +146,7 @@ def fired(steps: list[audit.ExplainStep]) -> set[tuple[Any, ...]]:
     }
 
 
-def offset_of(step: audit.ExplainStep) -> int:
+def offset_of(step: explain.ExplainStep) -> int:
     return int(step.label.split("@")[1])
 
 
@@ -160,22 +158,22 @@ def recorded_fired(verdicts: list[dict[str, Any]], run: str, start: int) -> set[
     }
 
 
-def serve_topics(monkeypatch: pytest.MonkeyPatch, topics: dict[str, list[audit.TopicRecord]]) -> list[str]:
-    """Serve ``audit.read_partitions`` (one partition per topic) from lists; returns the topics read."""
+def serve_topics(monkeypatch: pytest.MonkeyPatch, topics: dict[str, list[source.TopicRecord]]) -> list[str]:
+    """Serve ``source.read_partitions`` (one partition per topic) from lists; returns the topics read."""
     reads: list[str] = []
 
     async def read_partitions(
-        bootstrap: str, topic: str, start: audit.Bound | None = None, end: audit.Bound | None = None, **_: Any
-    ) -> audit.TopicRead:
+        bootstrap: str, topic: str, start: source.Bound | None = None, end: source.Bound | None = None, **_: Any
+    ) -> source.TopicRead:
         reads.append(topic)
         if topic not in topics:
             raise RuntimeError("no such topic")
         records, ends = topics[topic], {0: len(topics[topic])}
-        assert not isinstance(start, audit.TimeBound) and not isinstance(end, audit.TimeBound)
-        lo = audit.resolve_offsets(start, {0: 0}, ends)[0]
-        hi = max(lo, audit.resolve_offsets(end, ends, ends)[0])
-        return audit.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
+        assert not isinstance(start, source.TimeBound) and not isinstance(end, source.TimeBound)
+        lo = source.resolve_offsets(start, {0: 0}, ends)[0]
+        hi = max(lo, source.resolve_offsets(end, ends, ends)[0])
+        return source.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
 
-    monkeypatch.setattr(audit, "read_partitions", read_partitions)
+    monkeypatch.setattr(source, "read_partitions", read_partitions)
     monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
     return reads

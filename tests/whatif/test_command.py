@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from streams.audit import replay as audit
-from streams.audit.replay import TopicRecord
-from streams.audit.source import read_records
+from streams.audit import source
+from streams.audit.source import TopicRecord, read_records
 from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import KEY_MISMATCH
@@ -171,7 +170,7 @@ def test_topic_records_are_refused_exactly_as_the_worker_dead_letters_them(capsy
     assert "t[0]@1: invalid event (key_mismatch): record key differs" in err
     assert "t[0]@3: invalid event (key_mismatch): record has no key" in err
 
-    replayed, replay_bad = audit.decode_records({0: records})
+    replayed, replay_bad = source.decode_records({0: records})
     assert [pe.index for pe in replayed[0]] == applied
     assert [(b.offset, b.reason) for b in replay_bad] == [(1, KEY_MISMATCH), (3, KEY_MISMATCH), (4, "not_json")]
 
