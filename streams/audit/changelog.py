@@ -234,3 +234,18 @@ def _missing_offsets(records: Sequence[source.TopicRecord], topic: str, partitio
         f"{topic}[{partition}]: {missing} of offsets 0..{records[-1].offset} are missing (compacted or deleted): "
         "an expiry whose tombstone is gone cannot be replayed (a run may be continued where the worker restarted it)"
     ]
+
+
+__all__ = [
+    "ORIGINS",
+    "Base",
+    "ChangelogIndex",
+    "ChangelogRecord",
+    "Expiries",
+    "Origin",
+    "Restart",
+    "expiry_notes",
+    "index_changelog",
+    "select_base",
+    "select_expiries",
+]

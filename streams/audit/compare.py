@@ -174,3 +174,13 @@ def verdict_values(read: TopicRead, topic: str) -> tuple[list[dict[str, Any]], l
                 continue
             out.append(value)
     return out, notes
+
+
+__all__ = [
+    "COMPARED_FIELDS",
+    "Comparison",
+    "Difference",
+    "compare_verdicts",
+    "in_range",
+    "verdict_values",
+]

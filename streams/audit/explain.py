@@ -335,3 +335,18 @@ def explain_from_state(
                 )
             )
     return StatefulExplanation(steps, starts)
+
+
+__all__ = [
+    "Counts",
+    "ExplainStep",
+    "ExplainedDecision",
+    "RunStart",
+    "StatefulExplanation",
+    "explain_from_state",
+    "explain_json",
+    "explain_run",
+    "render_explain",
+    "run_events",
+    "run_matches",
+]

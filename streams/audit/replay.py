@@ -70,3 +70,9 @@ def replay_lines(
     if bad and not skip_invalid:
         return 2
     return 0
+
+
+__all__ = [
+    "replay_lines",
+    "replay_partitions",
+]

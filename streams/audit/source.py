@@ -302,3 +302,24 @@ async def read_topic(
     """
     read = await read_partitions(bootstrap, topic, timeout=timeout, security=security)
     return list(heapq.merge(*read.records.values(), key=lambda r: (r.timestamp, r.partition)))
+
+
+__all__ = [
+    "BadRecord",
+    "Bound",
+    "OffsetBound",
+    "PositionedEvent",
+    "RangeError",
+    "TimeBound",
+    "TopicRead",
+    "TopicRecord",
+    "decode_records",
+    "lines",
+    "parse_bound",
+    "read_events",
+    "read_partitions",
+    "read_records",
+    "read_topic",
+    "resolve_offsets",
+    "unknown_partitions",
+]

@@ -381,3 +381,23 @@ async def read_state(
                 plan.notes.append(f"{topic}[{p}]: events {lo}..{got - 1} are gone (retention); replay may differ")
         warm, _ = source.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
     return plan, warm
+
+
+__all__ = [
+    "LOOKBACK",
+    "PartitionStart",
+    "StatePlan",
+    "StatefulReplay",
+    "confirm_bases",
+    "confirm_first_version",
+    "finish_state",
+    "first_offsets",
+    "plan_state",
+    "read_state",
+    "replay_from_bases",
+    "replay_with_state",
+    "run_offsets",
+    "select_bases",
+    "start_partition",
+    "warmup_ranges",
+]

@@ -91,5 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = [
+    "build_parser",
+    "main",
+]

@@ -4,6 +4,6 @@ Production connects to a real Kafka cluster; nothing outside ``loopwatch broker`
 starts these.
 """
 
-from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port, wait_for_kafka
+from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port
 
-__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port", "wait_for_kafka"]
+__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port"]

@@ -193,3 +193,12 @@ async def started(client: Any, timeout: float) -> AsyncIterator[Any]:
         stop = getattr(client, "stop", None) or client.close
         with contextlib.suppress(Exception):
             await stop()
+
+
+__all__ = [
+    "kafka_failure",
+    "partition_counts",
+    "preflight",
+    "scope_key_from_raw",
+    "started",
+]

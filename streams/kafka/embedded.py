@@ -45,3 +45,9 @@ def shorten_fetch_wait(app: Any) -> None:
     """Install on a Faust app after :func:`streams.kafka.compat.apply_kafka_compat`, before it starts."""
     transport = app.transport
     transport.Consumer = ShortWaitConsumer
+
+
+__all__ = [
+    "FETCH_MAX_WAIT_MS",
+    "shorten_fetch_wait",
+]

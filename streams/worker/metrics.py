@@ -157,3 +157,8 @@ class WorkerMetrics:
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose ``/metrics`` on ``host:port`` from a daemon thread."""
         start_http_server(port, addr=host, registry=self.registry)
+
+
+__all__ = [
+    "WorkerMetrics",
+]

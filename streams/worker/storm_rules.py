@@ -212,3 +212,20 @@ def alert_of(signal: Signal, tally: Mapping[str, Any], threshold: int, window_se
         agents=list(tally["agents"]),
         sample_runs=[SampleRun(**sample) for sample in tally["samples"]],
     )
+
+
+__all__ = [
+    "DEFAULT_AGENT_RUNS",
+    "DEFAULT_SIGNATURE_RUNS",
+    "DEFAULT_WINDOW_SECONDS",
+    "MAX_STORM_THRESHOLD",
+    "Signal",
+    "StormConfig",
+    "alert_of",
+    "event_seconds",
+    "observe",
+    "run_identity",
+    "signals_of",
+    "storm_key",
+    "window_start",
+]
