@@ -10,7 +10,6 @@ stopped by pid on Ctrl-C, on SIGTERM and on any failure.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
@@ -22,7 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from streams.cli.tail import follow
 from streams.devbroker import EmbeddedBroker, free_port
 from streams.errors import CommandError
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
@@ -152,14 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "verdicts follow (Ctrl-C to stop)\n",
             flush=True,
         )
-        from streams.cli import build_parser
+        from streams.cli import main as loopwatch  # the verdicts are shown by `loopwatch tail`, run in-process
 
         tail = ["tail", "--bootstrap", bootstrap, "--topic", VERDICTS_TOPIC, "--topic", FLEET_ALERTS_TOPIC]
         tail += ["--from-beginning", "--escalations", "--width", str(WIDTH), "--timeout", str(args.duration + 60)]
         if args.max_verdicts is not None:
             tail += ["--max", str(args.max_verdicts)]
-        tail_args = build_parser().parse_args(tail)
-        return asyncio.run(follow(tail_args, sys.stdout))
+        return loopwatch(tail)
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
         return 0
