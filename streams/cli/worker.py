@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
-from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
+from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments, configure_profiles
 from streams.worker import options
@@ -48,44 +48,15 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
     return WorkerSettings(**values, storms=storms, security=kafka_security_from_args(args))
 
 
-def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
-    """Check existing topics, then create the missing ones; raises :class:`CommandError` if the worker must stop.
-
-    Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
-    ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning.
-    """
-    import asyncio
-
-    from streams.kafka.admin import create_topics
-    from streams.kafka.client import partition_counts
-
-    existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
-    strict = {
-        settings.events_topic,
-        settings.changelog_topic,
-        settings.storm_signals_topic,
-        settings.storm_changelog_topic,
-    }
-    for name, want in topics.items():
-        have = existing.get(name)
-        if have is None or have == want:
-            continue
-        if name in strict or want == 1:
-            raise CommandError(
-                f"topic has {have} partitions, {want} required",
-                name,
-                "the events topic and the run table's changelog must be co-partitioned; use a matching "
-                "--partitions or recreate the topics",
-            )
-        warn("worker", f"topic {name!r} has {have} partitions, not {want}")
-    missing = {name: n for name, n in topics.items() if name not in existing}
-    if missing:
-        create_topics(settings.bootstrap, missing, security=settings.security)
-
-
 def run(args: argparse.Namespace) -> int:
     from streams.kafka.client import kafka_failure, preflight
-    from streams.worker.startup import announce_ready, check_port_free, library_logging, prepare_data_dir
+    from streams.worker.startup import (
+        announce_ready,
+        check_port_free,
+        library_logging,
+        prepare_data_dir,
+        prepare_topics,
+    )
 
     try:
         settings = settings_from_args(args)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
-from streams.errors import EXIT_UNAVAILABLE, CommandError
+from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
 from streams.worker.settings import WorkerSettings
 
 LOCK_FILE = "loopwatch-worker.lock"
@@ -144,3 +144,38 @@ def announce_ready(
 
     app.on_rebalance_complete.connect(on_rebalance_complete, weak=False)
     return on_ready
+
+
+def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
+    """Check existing topics, then create the missing ones; raises :class:`CommandError` if the worker must stop.
+
+    Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
+    ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning.
+    """
+    import asyncio
+
+    from streams.kafka.admin import create_topics
+    from streams.kafka.client import partition_counts
+
+    existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
+    strict = {
+        settings.events_topic,
+        settings.changelog_topic,
+        settings.storm_signals_topic,
+        settings.storm_changelog_topic,
+    }
+    for name, want in topics.items():
+        have = existing.get(name)
+        if have is None or have == want:
+            continue
+        if name in strict or want == 1:
+            raise CommandError(
+                f"topic has {have} partitions, {want} required",
+                name,
+                "the events topic and the run table's changelog must be co-partitioned; use a matching "
+                "--partitions or recreate the topics",
+            )
+        warn("worker", f"topic {name!r} has {have} partitions, not {want}")
+    missing = {name: n for name, n in topics.items() if name not in existing}
+    if missing:
+        create_topics(settings.bootstrap, missing, security=settings.security)
