@@ -102,9 +102,10 @@ def audit_hops() -> dict[str, Any]:
     """Trace ``replay --topic --with-state --run`` and count its cross-module calls inside the packages."""
     from streams.audit import source
     from streams.cli import main
+    from streams.topics import changelog_topic
 
     records, changelog, run, start = _topic_and_changelog()
-    topics = {TOPIC: records, f"{GROUP}-runs-changelog": changelog}
+    topics = {TOPIC: records, changelog_topic(GROUP): changelog}
 
     async def read_partitions(bootstrap: str, topic: str, start: Any = None, end: Any = None, **_: Any) -> Any:
         ends = {0: len(topics[topic])}
