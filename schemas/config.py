@@ -1,7 +1,7 @@
-"""The OpenClaw ``tools.loopDetection`` block as its strict (zod ``.strict()``) schema describes it (§3.2).
+"""The OpenClaw ``tools.loopDetection`` block as its strict (zod ``.strict()``) schema describes it.
 
 These models document the block (JSON Schema) and list what the schema would reject. loopwatch never rejects
-a config for its values (Resolved point 6): the runtime resolution in :mod:`streams.detection.config` applies
+a config for its values: the runtime resolution in :mod:`streams.detection.config` applies
 fallbacks and clamping and turns every such problem into a warning. The defaults and the ordering messages
 are that module's (OpenClaw's defaults), so the two cannot drift apart.
 """

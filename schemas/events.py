@@ -5,7 +5,7 @@ that gateways can add fields before loopwatch knows them, but ``type`` must be o
 ``version`` must not be newer than :data:`CURRENT_EVENT_VERSION` (the decoder checks both before these
 models run, so it can report precise reasons).
 
-``args`` may be JSON ``null`` and that is a *present* value (Resolved point 9): use :attr:`has_args`
+``args`` may be JSON ``null`` and that is a *present* value: use :attr:`has_args`
 (backed by ``model_fields_set``), never ``args is None``, to tell "absent" from "null".
 """
 
@@ -215,7 +215,7 @@ class ToolCallEvent(_ToolFields):
 
     @property
     def has_outcome(self) -> bool:
-        """Whether an inline outcome is present (``null`` fields mean "no outcome", Resolved point 9)."""
+        """Whether an inline outcome is present (``null`` fields mean "no outcome")."""
         return self.error is not None or self.result is not None or self.result_hash is not None
 
 

@@ -3,7 +3,7 @@
 The I/O shell around :mod:`streams.detection.config`: it finds ``tools.loopDetection`` and every
 ``agents.list[].tools.loopDetection``, resolves them all once (so a file's warnings are known at start-up,
 not when an agent first shows up), and answers per-event look-ups from a memo. Only an unreadable or
-unparseable file is an error; everything else becomes a warning (Resolved point 6).
+unparseable file is an error; everything else becomes a warning.
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def scope_key(event: Event) -> str:
 
 
 def scope_key_of(run_id: str | None, session_id: str) -> str:
-    """The run id trimmed with JavaScript whitespace when non-blank, else the session id (Resolved 4, 14)."""
+    """The run id trimmed with JavaScript whitespace when non-blank, else the session id."""
     if run_id:
         trimmed = run_id.strip(JS_WHITESPACE)
         if trimmed:
@@ -222,7 +222,7 @@ def accept(key: bytes | None, value: bytes | bytearray | memoryview) -> Event | 
 
 
 def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:
-    """The one outcome that counts: error, then result, then result_hash (Resolved point 9)."""
+    """The one outcome that counts: error, then result, then result_hash."""
     # Positional arguments (field order of Outcome and ToolEvent): keywords cost a frozen dataclass twice as much.
     if event.error is not None:
         return Outcome(MISSING, event.error)

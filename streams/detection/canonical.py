@@ -1,7 +1,7 @@
 """JavaScript-exact canonical JSON (OpenClaw's ``stableStringify``) and the SHA-256 digests built on it.
 
 Gateways hash in JavaScript and loopwatch must produce the very same text, so a gateway-computed
-``args_hash``/``result_hash`` equals ours (Resolved point 1): numbers print as ``Number.prototype.toString``
+``args_hash``/``result_hash`` equals ours: numbers print as ``Number.prototype.toString``
 does, object keys sort by UTF-16 code units, lone surrogates are dropped, non-finite numbers become quoted
 strings and an absent value prints the bare word ``undefined``. Trimming follows JavaScript too (point 4).
 """

@@ -1,8 +1,8 @@
 """Resolution of ``tools.loopDetection`` (global + per-agent) into a :class:`LoopConfig`, with warnings.
 
-Pure: no I/O, no clock. It reproduces OpenClaw's merge (semantics §5) and runtime resolution (§3.3) exactly,
+Pure: no I/O, no clock. It reproduces OpenClaw's merge and runtime resolution exactly,
 so a config means the same thing to loopwatch as to the gateway, and it explains every value that the runtime
-adjusts or ignores, because OpenClaw does that silently while loopwatch never rejects a config (Resolved 6).
+adjusts or ignores, because OpenClaw does that silently while loopwatch never rejects a config.
 
 Warnings come in two kinds, chosen so that resolving many agents of one file and de-duplicating the union
 gives exactly one warning per adjustment:
@@ -187,7 +187,7 @@ def resolve_loop_config(
     global_path: str = GLOBAL_BLOCK_PATH,
     agent_path: str = AGENT_BLOCK_PATH,
 ) -> tuple[LoopConfig, list[ConfigWarning]]:
-    """Merge the global and the agent's block (§5) and resolve the runtime config (§3.3, §9.1).
+    """Merge the global and the agent's block and resolve the runtime config.
 
     ``None`` (or ``MISSING``) means "no block". A block that is not an object is reported and treated as
     absent. The paths name the blocks in warnings (e.g. ``agents.list[2].tools.loopDetection``).

@@ -1,4 +1,4 @@
-"""The rolling detectors (§4): quantities over a scope's history and the first-match evaluation order.
+"""The rolling detectors: quantities over a scope's history and the first-match evaluation order.
 
 Everything is computed on the history *before* the current call is added. Walks stop as early as the
 definitions allow, since most calls are unique and must cost little.
@@ -28,7 +28,7 @@ class Finding:
     detector: str
     count: int
     threshold: int
-    key: str  # warning key (§4.1), used for de-duplication of warnings
+    key: str  # warning key, used for de-duplication of warnings
     message: str
     paired_tool: str | None = None
     outcome: str | None = None  # the result hash the loop keeps producing, when one is known
@@ -71,7 +71,7 @@ class PingPong(NamedTuple):
 
 
 def ping_pong(history: Records, sig: str) -> PingPong | None:
-    """The alternation the current call continues, or None (§4.0; count includes the current call)."""
+    """The alternation the current call continues, or None (count includes the current call)."""
     size = len(history)
     if size < 2:
         return None
@@ -124,7 +124,7 @@ def ping_pong_key(sig: str, pp: PingPong) -> str:
 
 
 def detect(history: History, tool: str, sig: str, known_poll: bool, cfg: LoopConfig) -> Finding | None:
-    """§4.1: the first matching row of the evaluation order, or None."""
+    """The first matching row of the evaluation order, or None."""
     if not history:
         return None
     last = history[-1]

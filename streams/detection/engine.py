@@ -1,6 +1,6 @@
 """``apply``: one event in, the scope's new state and the decisions out. Pure and deterministic.
 
-Order for a ``tool_call`` (§1): de-duplicate, detect against the history before the call, block (nothing
+Order for a ``tool_call``: de-duplicate, detect against the history before the call, block (nothing
 recorded, call id remembered) or warn (published once per bucket of ``warningThreshold``), record the pending
 call when detection is on, then record an inline outcome and feed the post-compaction guard.
 """
@@ -68,7 +68,7 @@ def _tool_call(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) 
 def _tool_result(st: RunState, event: ToolEvent, config: LoopConfig, seen: bytes) -> tuple[RunState, list[Decision]]:
     call_id = event.call_id
     if call_id is not None and st.blocked and ring_contains(st.blocked, short_digest(call_id)):
-        return RunState(st.history, st.buckets, st.blocked, st.guard, seen), []  # Resolved point 11
+        return RunState(st.history, st.buckets, st.blocked, st.guard, seen), []
     tool = event.tool
     result, unknown = hash_outcome(tool, event.args, event.outcome, event.poll_action)
     if result is None:

@@ -1,7 +1,7 @@
-"""The post-compaction guard (§9): after a compaction retry, abort if the next calls all repeat one outcome.
+"""The post-compaction guard: after a compaction retry, abort if the next calls all repeat one outcome.
 
 It shares only the outcome hashes with the rolling detectors. The enable flag and window size come from the
-agent of the ``compaction_retry`` event that armed it (Resolved point 13).
+agent of the ``compaction_retry`` event that armed it.
 
 OpenClaw keeps the window's observations and counts those equal to the newest one. A window never holds more
 than ``windowSize`` observations, so that count reaches ``windowSize`` only on the window's last observation

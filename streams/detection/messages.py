@@ -1,4 +1,4 @@
-"""Texts a gateway can show the model (§8.1, §8.2, §9.4). Written for loopwatch, not copied from OpenClaw.
+"""Texts a gateway can show the model. Written for loopwatch, not copied from OpenClaw.
 
 Every warning starts with ``WARNING:`` and every block or abort with ``CRITICAL:``; each names the tool, the
 count and the kind of loop so the model can tell what to change.

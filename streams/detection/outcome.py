@@ -1,4 +1,4 @@
-"""Call signatures and outcome hashes (§2.2, §6): what counts as "the same call" and "the same result".
+"""Call signatures and outcome hashes: what counts as "the same call" and "the same result".
 
 Outcome hashing deliberately forgets what changes on every call without being progress (exec pids and
 durations, poll session ids, send receipts) so that a stuck loop hashes to one value, and returns no hash for
@@ -41,7 +41,7 @@ def process_action(tool: str, args: Any, poll_action: str | None = None) -> str 
 
 
 def is_known_poll(tool: str, args: Any = MISSING, poll_action: str | None = None) -> bool:
-    """§4.0 knownPollTool: ``command_status`` with any args (even pre-hashed), ``process`` poll/log."""
+    """Known poll tools: ``command_status`` with any args (even pre-hashed), ``process`` poll/log."""
     return tool == "command_status" or process_action(tool, args, poll_action) is not None
 
 
@@ -50,7 +50,7 @@ def hash_outcome(
 ) -> tuple[str | None, str | None]:
     """``(result_hash, unknown_tool_name)`` of an outcome; ``(None, None)`` when it has no hash.
 
-    Precedence (Resolved point 9): ``error``, then a non-null ``result``, then the gateway's ``result_hash``.
+    Precedence: ``error``, then a non-null ``result``, then the gateway's ``result_hash``.
     """
     if outcome is None:
         return None, None
@@ -80,7 +80,7 @@ def content_text(content: Any) -> str:
 
 
 def hash_result(tool: str, args: Any, result: Any, poll_action: str | None = None) -> str | None:
-    """Hash of a successful tool result (§6 rules 2-8); None for a loop veto."""
+    """Hash of a successful tool result; None for a loop veto."""
     if not isinstance(result, dict):
         return digest(result)
     raw_details = result.get("details")
@@ -117,7 +117,7 @@ def _string_or_null(value: Any) -> str | None:
 
 
 def _exec_hash(status: str, details: dict[str, Any], text: str) -> str | None:
-    """§6.1: the stable part of an exec result; None for statuses that fall through to the later rules."""
+    """The stable part of an exec result; None for statuses that fall through to the later rules."""
     if status == "running":
         tail = details.get("tail")
         return digest({"status": status, "tail": tail if type(tail) is str else ""})
@@ -147,7 +147,7 @@ def _exec_hash(status: str, details: dict[str, Any], text: str) -> str | None:
 
 
 def _process_shape(action: str, status: Any, details: dict[str, Any], text: str) -> dict[str, Any]:
-    """§6.3 with Resolved point 3: ``status`` as is (absent stays ``undefined``), other fields ``?? null``."""
+    """``status`` as is (absent stays ``undefined``), other fields ``?? null``."""
     get = details.get
     if action == "poll":
         return {

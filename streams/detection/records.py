@@ -1,4 +1,4 @@
-"""The per-scope call history (§2.1, §2.3): records, pending-call bookkeeping and the sliding window."""
+"""The per-scope call history: records, pending-call bookkeeping and the sliding window."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Outbound message sends (§6.2): which calls are sends, and their result details without per-send ids.
+"""Outbound message sends: which calls are sends, and their result details without per-send ids.
 
 Every send gets fresh message ids, receipts and timestamps; hashing them would make a send loop look like
 progress. Only these volatile keys are dropped, so different routes or conversations stay different.
@@ -69,7 +69,7 @@ _DELIVERY_MARKERS: Final = ("direction", "senderId", "accountId")
 
 
 def is_send_like(tool: str, args: Any) -> bool:
-    """Whether a call is an outbound send (Resolved points 7 and 8: names and actions match exactly)."""
+    """Whether a call is an outbound send (names and actions match exactly)."""
     if tool == "sessions_send":
         return True
     if tool == "message":

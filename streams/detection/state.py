@@ -27,7 +27,7 @@ class RunState:
     * ``history`` - the newest ``historySize`` call records (Deviation 1: one window per scope key);
     * ``buckets`` - last published warning bucket per warning key (8-byte key digest), insertion-ordered,
       at most 256 keys; shared between states, so never mutate it;
-    * ``blocked`` - digests of the last 4,096 blocked call ids (Resolved point 11);
+    * ``blocked`` - digests of the last 4,096 blocked call ids;
     * ``guard`` - the post-compaction guard, None until the first ``compaction_retry``;
     * ``seen`` - digests of the last 256 event de-duplication keys.
     """

@@ -1,6 +1,6 @@
-"""Which missing tool an error message names (§4.4), for the unknown-tool streak.
+"""Which missing tool an error message names, for the unknown-tool streak.
 
-The patterns are ASCII-case-insensitive and use JavaScript's ``\\s`` (Resolved point 4), so ``re.ASCII``
+The patterns are ASCII-case-insensitive and use JavaScript's ``\\s``, so ``re.ASCII``
 keeps Python from folding non-ASCII look-alikes and the whitespace class is spelled out.
 """
 

@@ -3,7 +3,7 @@
 Where the value goes (so a sweep means what it says for every agent): into the global
 ``tools.loopDetection`` block (created if absent) **and** into every ``agents.list[].tools.loopDetection``
 block that sets the key itself. An agent that inherits the key follows the global value through the normal
-merge (§5); an agent that overrides it would otherwise mask the sweep. Everything else in the config is kept,
+merge; an agent that overrides it would otherwise mask the sweep. Everything else in the config is kept,
 and every swept config is resolved by the real rules, so runtime clamping applies (``warningThreshold=25``
 with the default critical 20 runs as 25/26/30): the resolved thresholds are reported per value.
 """
