@@ -46,7 +46,7 @@ PROMETHEUS_SYNTHETIC = frozenset(
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
-# Closed label value sets (design §4 and §8, and the worker's metric contract). Label matchers in the
+# Closed label value sets (schemas/verdict.py, streams/decode.py, the metric contract). Label matchers in the
 # rules and the dashboard may only use these values.
 KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
     "type": frozenset({"tool_call", "tool_result", "compaction_retry", "model_usage"}),

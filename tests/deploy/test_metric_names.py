@@ -22,7 +22,7 @@ from tests.deploy.metric_names import (
     unlisted_metric_names,
 )
 
-# The worker's metric contract (design §8 and the worker issue).
+# The worker's metric contract (streams/worker/metrics.py).
 CONTRACT = {
     "loopwatch_events_total",
     "loopwatch_verdicts_total",

@@ -53,7 +53,7 @@ SCENARIOS_2026_9 = load_2026_9()["scenarios"]
 
 
 def merged_block(config: Any, override: Any) -> Any:
-    """One agent block equivalent to OpenClaw's merge of a global and an agent block (design §5)."""
+    """One agent block equivalent to OpenClaw's merge of a global and an agent block."""
     blocks = [b for b in (config, override) if isinstance(b, dict)]
     if not blocks:
         return None

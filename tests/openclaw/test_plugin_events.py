@@ -1,4 +1,4 @@
-"""The bridge plugin's records are valid design.md §3 events, and its gateway-side hashes are loopwatch's.
+"""The bridge plugin's records are valid wire events (schemas/events.py), and its gateway-side hashes are loopwatch's.
 
 ``scripts/emit-sample-events.mjs`` drives the real hook handlers through a representative session twice,
 with ``hashOnGateway`` on and off, and prints every record it would publish. Each record must decode with

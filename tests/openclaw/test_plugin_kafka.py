@@ -1,7 +1,7 @@
 """The bridge plugin against a real (embedded) broker, without OpenClaw: publish, then enforce a verdict.
 
 The real hooks publish N identical ``exec`` calls through kafkajs; every record read back from the events
-topic decodes as a design.md §3 event, carries its scope key as record key (so one run sits in one partition,
+topic decodes as a wire event, carries its scope key as record key (so one run sits in one partition,
 in order), and is attributed to the configured gateway. Then a block verdict for one of those calls is
 produced to the verdict topic (plus one for another gateway, which must be ignored) and the plugin's
 background consumer makes ``before_tool_call`` block the same call signature, but not other arguments.

@@ -34,7 +34,7 @@ def config_document(scenario: dict[str, Any]) -> dict[str, Any]:
 
 
 def wire_events(scenario: dict[str, Any], *, session: str | None = None) -> list[dict[str, Any]]:
-    """Scenario events as design.md §3 records: one session, distinct event and call ids."""
+    """Scenario events as wire records (schemas/events.py): one session, distinct event and call ids."""
     session_id = session or f"sess-{scenario['name']}"
     out = []
     for i, ev in enumerate(scenario["events"]):

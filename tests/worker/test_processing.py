@@ -2,7 +2,7 @@
 
 The last tests model the worker's delivery protocol (pipelined batches; verdicts confirmed before states are
 stored; partial delivery at a crash; lagging commits; a RocksDB store that may be ahead of its changelog) and
-check the promise of design §6 against ``loopwatch replay``: every verdict published at least once,
+check the delivery promise (docs/delivery.md) against ``loopwatch replay``: every verdict published at least once,
 duplicates identical, state exact.
 """
 
