@@ -1,8 +1,8 @@
 """The worker's run-table changelog as replay evidence: which stored version a run starts from, and where the
 worker restarted it after an expiry (pure; :mod:`streams.audit.with_state` reads the records and replays).
 
-See :mod:`streams.audit.with_state` for the rules (origins stored/expired/first/compacted/empty, restarts inside the
-range); here they are applied to one run's changelog records at a time.
+The rules (origins stored/expired/first/compacted/empty, restarts inside the range) are written in
+docs/auditing.md; here they are applied to one run's changelog records at a time.
 """
 
 from __future__ import annotations

@@ -1,45 +1,17 @@
 """``loopwatch replay --topic … --with-state``: start each run from the worker's stored state, not from empty.
 
-The worker's run table is changelog-backed: topic ``<group>-runs-changelog`` (or ``--state-topic``), key = the
-run's scope key, value = a stored-run envelope (:mod:`streams.worker.envelope`: the core state plus the source
-partition and the last source offset applied), an empty value = a tombstone (the run expired after its idle
-TTL). The worker writes one version per batch *after* the batch's verdicts were confirmed; on the embedded
-broker and on uncompacted Kafka every version stays in the changelog, in write order, in the changelog partition
-equal to the run's source partition.
-
-For every run with events in the range, with ``F`` its first event in the range (the rules are applied by
-:func:`streams.audit.changelog.select_base`):
-
-* **stored**: the newest version written before the first version covering ``F`` (``last_offset >= F``), when it
-  is a state. Its ``last_offset`` is before ``F`` but, since the worker writes once per batch, not necessarily
-  ``F - 1``: the run's events between the two (before the range) are read from the events topic and applied
-  silently first (*warm-up*: no output), so the replay continues exactly where the worker was;
-* **expired**: that record is a tombstone. The worker expired the run and started it afresh with its next event:
-  empty state, warm-up from the event after the state written right before the tombstone (none: from ``F``, and
-  a note says the restart point is unknown);
-* **first**: the run's oldest version already covers ``F`` because the run began in the same worker batch as
-  ``F``: if applying the run's events before ``F`` (at most :data:`LOOKBACK` offsets back) and in the range up
-  to that version's ``last_offset`` to an empty state reproduces the stored state exactly, the run starts from
-  empty with those earlier events as warm-up (:func:`confirm_first_version`);
-* **compacted**: otherwise, when no version before ``F`` survives, only newer ones (a compacted changelog keeps
-  the last value): start from the oldest surviving one and *skip* the range's events it already covers
-  (``offset <= last_offset``); their recorded verdicts are left out of ``--compare-verdicts`` and the number
-  skipped is reported;
-* **empty**: no stored version of the run in its partition: start from empty state at ``F``.
-
-Expiry *inside* the range is replayed from the same evidence
-(:func:`streams.audit.changelog.select_expiries`): every tombstone of the
-run after the first version covering ``F``, directly after a version covering offsets ``<= L``, means the worker
-applied the run's first event after ``L`` (same partition) to an empty state; the replay empties the run's state
-right before that event (a *restart*). A run may expire several times. A tombstone with no later event of the
-run in the range changes nothing (counted as *idle*). Where the evidence is gone the restart point is unknown and
-is said so (notes), the run is then continued as before: a tombstone not directly after a version of the run (a
-compacted changelog dropped it), a tombstone of the run in another partition's changelog (a repartitioned topic:
-offsets are not comparable), and missing changelog offsets (compaction may have dropped whole tombstones).
+The evidence is the worker's run-table changelog (``<group>-runs-changelog`` or ``--state-topic``): one stored-run
+envelope (:mod:`streams.worker.envelope`: the core state, the source partition and the last source offset
+applied) per run and batch, written after the batch's verdicts were confirmed, and a tombstone when the run
+expired. The rules that pick each run's starting state (stored / expired / first / compacted / empty) and replay
+its expiries inside the range are written once, in docs/auditing.md; :mod:`streams.audit.changelog` applies them
+to one run's records (:func:`~streams.audit.changelog.select_base`,
+:func:`~streams.audit.changelog.select_expiries`), and :func:`confirm_first_version` checks the *first* case by
+rebuilding the stored state from empty.
 
 Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which read the changelog and the
-warm-up events through :func:`streams.audit.replay.read_partitions`. ``--run RUN_ID --with-state`` explains one run from
-the same base, warm-up and restarts (:mod:`streams.audit.explain`).
+warm-up events through :func:`streams.audit.source.read_partitions`. ``--run RUN_ID --with-state`` explains one
+run from the same base, warm-up and restarts (:mod:`streams.audit.explain`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``--cert``/``--key`` make the listener TLS (``--client-ca``: clients must present a certificate signed by that
 CA). Tansu 0.6.0 cannot serve TLS itself, so a TLS front in this process relays to Tansu on a private
-127.0.0.1 port (streams/devbroker/tls_front.py). SASL is not offered: see the README ("Connecting to a secured Kafka")
+127.0.0.1 port (streams/devbroker/tls_front.py). SASL is not offered: see docs/embedded-broker.md
 for what Tansu's ``--authentication`` does and why it cannot be used with memory storage.
 """
 

@@ -75,8 +75,8 @@ def _add_state_arguments(p: argparse.ArgumentParser) -> None:
         "--with-state",
         action="store_true",
         help="with --topic: start each run (with --run: the explained run) from the worker's stored state (its "
-        "table changelog) just before the run's first event in the range, instead of from empty; see README "
-        "'Auditors'",
+        "table changelog) just before the run's first event in the range, instead of from empty; see "
+        "docs/auditing.md",
     )
     p.add_argument(
         "--group",

@@ -1,6 +1,6 @@
 """Every ``loopwatch worker`` flag, declared once: flag, environment variable, type, default and help.
 
-The parser, the environment defaults, the ``--help`` text and the README's table are all built from
+The parser, the environment defaults, the ``--help`` text and the flag table in docs/operating.md are all built from
 :data:`OPTIONS`, so they cannot drift. Defaults are the fields of :class:`WorkerSettings` (and
 :class:`StormConfig`); the variable of ``--some-flag`` is ``LOOPWATCH_SOME_FLAG``. A flag beats its variable,
 which beats the default; a variable that does not parse is an error of the worker only (other commands never
@@ -242,7 +242,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def markdown_table() -> str:
-    """The README's table of worker flags (a test checks that the README has exactly this)."""
+    """The table of worker flags in docs/operating.md (a test checks that the file has exactly this)."""
     lines = ["| flag | environment | type | default | what it sets |", "|---|---|---|---|---|"]
     for option in OPTIONS:
         kind = "/".join(option.choices) if option.choices else option.type_name
@@ -250,5 +250,5 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m streams.worker.options: print the README table
+if __name__ == "__main__":  # python -m streams.worker.options: print the docs/operating.md table
     print(markdown_table())

@@ -160,14 +160,14 @@ def test_config_errors_are_one_line(empty: Path) -> None:
     )
 
 
-def test_readme_config_check_example_is_the_real_output(empty: Path) -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def test_documented_config_check_example_is_the_real_output(empty: Path) -> None:
+    readme = (REPO_ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")
     match = re.search(
         r"```json5\n(?P<file>.*?)```\n+```console\n\$ loopwatch config check openclaw\.json5\n(?P<out>.*?)```",
         readme,
         re.DOTALL,
     )
-    assert match, "the README's config check example (a json5 block, then the console block) is missing"
+    assert match, "docs/semantics.md's config check example (a json5 block, then the console block) is missing"
     (empty / "openclaw.json5").write_text(match["file"], encoding="utf-8")
     done = subprocess.run(
         [LOOPWATCH, "config", "check", "openclaw.json5"],
@@ -182,8 +182,8 @@ def test_readme_config_check_example_is_the_real_output(empty: Path) -> None:
     assert done.stdout == match["out"]
 
 
-def test_readme_worker_flag_table_is_generated_from_the_options() -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def test_documented_worker_flag_table_is_generated_from_the_options() -> None:
+    readme = (REPO_ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
     begin, end = "<!-- worker-flags: python -m streams.worker.options -->\n", "\n<!-- /worker-flags -->"
     assert begin in readme and end in readme
     table = readme.split(begin, 1)[1].split(end, 1)[0]

@@ -2,7 +2,7 @@
 aiokafka keyword arguments and Faust credentials produced for each protocol and SASL mechanism.
 
 SASL cannot be exercised against the embedded broker (Tansu 0.6.0 offers only SCRAM, and users can only be
-created by an already authenticated client, which memory storage can never have; see the README), so the
+created by an already authenticated client, which memory storage can never have; see docs/embedded-broker.md), so the
 settings handed to aiokafka and Faust are checked here exactly, including through Faust's own
 ``credentials_to_aiokafka_auth`` and by constructing real aiokafka clients with them.
 """
