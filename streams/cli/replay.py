@@ -25,11 +25,12 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import lines
-from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.cli._config import load_config
+from streams.config_file import LoadedConfig
 from streams.decode import InvalidEvent, decode_event
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
-from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.profile_choice import add_profile_arguments
 from streams.topics import VERDICTS_TOPIC, changelog_topic
 from streams.worker.settings import DEFAULT_GROUP, env_default
 
@@ -93,15 +94,7 @@ def _state_topic(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_openclaw_config(args.config) if args.config else LoadedConfig.default()
-        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
-    except ConfigFileError as exc:
-        raise exc.to_command_error() from None
-    for w in config.warnings:
-        print(f"loopwatch replay: {format_warning(w)}", file=sys.stderr)
-    for line in profile_warnings:
-        print(f"loopwatch replay: {line}", file=sys.stderr)
+    config = load_config(args.config, args, "replay")
     if args.topic is not None:
         return run_topic(args, config)
     if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:

@@ -13,10 +13,10 @@ import dataclasses
 import sys
 from typing import Any
 
-from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.cli._config import load_config
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
-from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.profile_choice import add_profile_arguments
 from streams.worker import options
 from streams.worker.settings import SettingsError, WorkerSettings, environ
 from streams.worker.storm_rules import StormConfig
@@ -62,15 +62,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except SettingsError as exc:
         raise CommandError(str(exc), hint="see 'loopwatch worker --help'") from None
-    try:
-        config = load_openclaw_config(settings.config_path) if settings.config_path else LoadedConfig.default()
-        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
-    except ConfigFileError as exc:
-        raise exc.to_command_error() from None
-    for warning in config.warnings:
-        print(f"loopwatch worker: {format_warning(warning)}", file=sys.stderr)
-    for line in profile_warnings:
-        print(f"loopwatch worker: {line}", file=sys.stderr)
+    config = load_config(settings.config_path, args, "worker")
     data_dir, lock = prepare_data_dir(settings)
     settings = dataclasses.replace(settings, data_dir=str(data_dir))
     check_port_free(settings.web_host, settings.web_port, "web", "--web-port")
