@@ -255,38 +255,52 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     else:
         replayed = replay.replay_partitions(events, config, args.topic, include_all=args.all)
     if args.compare_verdicts:
-        try:
-            verdict_read = asyncio.run(source.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
-        except Exception as exc:
-            raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
-        recorded, notes = compare.verdict_values(verdict_read, args.verdicts_topic)
-        for note in notes:
-            print(note, file=sys.stderr)
-        in_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]
-        if stateful is not None:  # events a newer stored state already covers were not replayed
-            in_range = [v for v in in_range if stateful.replayed_in_range(v)]
-        comparison = compare.compare_verdicts(replayed, in_range)
-        if args.json:
-            doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": len(bad)}
-            if stateful is not None:
-                doc["state"] = stateful.to_json()
-            sys.stdout.write(orjson.dumps({**doc, **comparison.to_json()}).decode() + "\n")
-        else:
-            sys.stdout.write(comparison.summary() + "\n")
-            for diff in comparison.differences:
-                sys.stdout.write(diff.describe() + "\n")
-        sys.stdout.flush()
-        if not comparison.equal:
-            hint = config_hash_hint(in_range, config.config_hash)
-            if hint:
-                print(hint, file=sys.stderr)
-            return 1
-        return 2 if bad and args.strict else 0
+        status = _compare(args, config, read, replayed, stateful, len(bad), security)
+        return status or (2 if bad and args.strict else 0)
     out = sys.stdout.buffer
     for record in replayed:
         out.write(orjson.dumps(record) + b"\n")
     out.flush()
     return 2 if bad and args.strict else 0
+
+
+def _compare(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    read: source.TopicRead,
+    replayed: list[dict[str, Any]],
+    stateful: with_state.StatefulReplay | None,
+    bad_records: int,
+    security: KafkaSecurity,
+) -> int:
+    """``--compare-verdicts``: diff the replayed verdicts with the published ones in the range; 1 if they differ."""
+    try:
+        verdict_read = asyncio.run(source.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
+    except Exception as exc:
+        raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
+    recorded, notes = compare.verdict_values(verdict_read, args.verdicts_topic)
+    for note in notes:
+        print(note, file=sys.stderr)
+    in_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]
+    if stateful is not None:  # events a newer stored state already covers were not replayed
+        in_range = [v for v in in_range if stateful.replayed_in_range(v)]
+    comparison = compare.compare_verdicts(replayed, in_range)
+    if args.json:
+        doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": bad_records}
+        if stateful is not None:
+            doc["state"] = stateful.to_json()
+        sys.stdout.write(orjson.dumps({**doc, **comparison.to_json()}).decode() + "\n")
+    else:
+        sys.stdout.write(comparison.summary() + "\n")
+        for diff in comparison.differences:
+            sys.stdout.write(diff.describe() + "\n")
+    sys.stdout.flush()
+    if not comparison.equal:
+        hint = config_hash_hint(in_range, config.config_hash)
+        if hint:
+            print(hint, file=sys.stderr)
+        return 1
+    return 0
 
 
 def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str) -> str | None:
