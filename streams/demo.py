@@ -73,6 +73,56 @@ def _wait_until_ready(worker: subprocess.Popen[bytes], log: Path, timeout: float
     raise RuntimeError(f"the worker was not ready within {timeout:.0f}s; see {log}")
 
 
+def _worker_command(
+    py: list[str], bootstrap: str, config: Path, work: Path, partitions: int, metrics_port: int
+) -> list[str]:
+    """The demo's worker: memory store, its own group and ports."""
+    return [
+        *py,
+        "worker",
+        "--bootstrap",
+        bootstrap,
+        "--config",
+        str(config),
+        "--store",
+        "memory",
+        "--data-dir",
+        str(work / "state"),
+        "--partitions",
+        str(partitions),
+        "--group",
+        "loopwatch-demo",
+        "--metrics-port",
+        str(metrics_port),
+        "--web-port",
+        str(free_port()),
+        "--log-level",
+        "warn",
+    ]
+
+
+def _traffic_command(py: list[str], bootstrap: str, args: argparse.Namespace) -> list[str]:
+    """Simulated fleet traffic in real time, 1 % malformed records, with model usage."""
+    return [
+        *py,
+        "simulate",
+        "--gateways",
+        str(args.gateways),
+        "--rate",
+        str(args.rate),
+        "--duration",
+        str(args.duration),
+        "--seed",
+        str(args.seed),
+        "--malformed",
+        "0.01",
+        "--usage",
+        "--bootstrap",
+        bootstrap,
+        "--realtime",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     work = Path(tempfile.mkdtemp(prefix="loopwatch-demo-"))
@@ -94,28 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         py = [sys.executable, "-m", "streams.cli"]
         worker_log = work / "worker.log"
         metrics_port = free_port()
-        worker_cmd = [
-            *py,
-            "worker",
-            "--bootstrap",
-            bootstrap,
-            "--config",
-            str(config),
-            "--store",
-            "memory",
-            "--data-dir",
-            str(work / "state"),
-            "--partitions",
-            str(args.partitions),
-            "--group",
-            "loopwatch-demo",
-            "--metrics-port",
-            str(metrics_port),
-            "--web-port",
-            str(free_port()),
-            "--log-level",
-            "warn",
-        ]
+        worker_cmd = _worker_command(py, bootstrap, config, work, args.partitions, metrics_port)
         if broker is not None:
             worker_cmd.append("--embedded")
         with worker_log.open("ab") as wlog:
@@ -125,24 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         _wait_until_ready(procs[0], worker_log)
-        traffic_cmd = [
-            *py,
-            "simulate",
-            "--gateways",
-            str(args.gateways),
-            "--rate",
-            str(args.rate),
-            "--duration",
-            str(args.duration),
-            "--seed",
-            str(args.seed),
-            "--malformed",
-            "0.01",
-            "--usage",
-            "--bootstrap",
-            bootstrap,
-            "--realtime",
-        ]
+        traffic_cmd = _traffic_command(py, bootstrap, args)
         with (work / "traffic.log").open("ab") as tlog:
             procs.append(subprocess.Popen(traffic_cmd, stdout=tlog, stderr=subprocess.STDOUT, start_new_session=True))
         print(
