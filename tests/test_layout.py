@@ -66,6 +66,7 @@ SURFACES: dict[str, set[str]] = {
         "TimeBound",
         "TopicRead",
         "TopicRecord",
+        "decode_lines",
         "decode_records",
         "lines",
         "parse_bound",

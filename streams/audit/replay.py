@@ -10,15 +10,13 @@ run's first event can legitimately disagree with the worker for that run (``--wi
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import orjson
 
-from streams.audit.source import PositionedEvent
+from streams.audit.source import PositionedEvent, decode_lines
 from streams.config_file import LoadedConfig
-from streams.decode import InvalidEvent, decode_event
 from streams.runner import Replayer
 
 
@@ -53,14 +51,9 @@ def replay_lines(
     """
     replayer = Replayer(config, include_all=include_all)
     bad = 0
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            event = decode_event(raw)
-        except InvalidEvent as exc:
+    for index, event in decode_lines(lines, name):
+        if event is None:
             bad += 1
-            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
             continue
         if bad and not skip_invalid:
             continue

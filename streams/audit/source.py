@@ -261,18 +261,28 @@ def lines(stream: IO[bytes]) -> Iterator[bytes]:
         yield raw.rstrip(b"\r\n")
 
 
-def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], int]:
-    """Decode every non-blank line; bad ones are reported on stderr as replay does and counted."""
-    events: list[IndexedEvent] = []
-    bad = 0
+def decode_lines(lines: Iterable[bytes], name: str) -> Iterator[tuple[int, Event | None]]:
+    """Each non-blank line's 0-based index and its event. A bad line is reported on stderr
+    (``NAME:LINE: invalid event (reason): detail``) and yields None, so callers decide whether to go on."""
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            events.append(IndexedEvent(index, decode_event(raw)))
+            yield index, decode_event(raw)
         except InvalidEvent as exc:
-            bad += 1
             print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+            yield index, None
+
+
+def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], int]:
+    """Decode every non-blank line; bad ones are reported on stderr as replay does and counted."""
+    events: list[IndexedEvent] = []
+    bad = 0
+    for index, event in decode_lines(lines, name):
+        if event is None:
+            bad += 1
+        else:
+            events.append(IndexedEvent(index, event))
     return events, bad
 
 
@@ -313,6 +323,7 @@ __all__ = [
     "TimeBound",
     "TopicRead",
     "TopicRecord",
+    "decode_lines",
     "decode_records",
     "lines",
     "parse_bound",

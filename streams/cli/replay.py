@@ -27,7 +27,6 @@ from streams.audit.replay import replay_lines
 from streams.audit.source import lines
 from streams.cli._config import load_config
 from streams.config_file import LoadedConfig
-from streams.decode import InvalidEvent, decode_event
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
@@ -123,14 +122,9 @@ def explain_lines(
     lines: Iterator[bytes], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool, name: str
 ) -> int:
     """``--run`` over a file: bad lines are reported and skipped (an explanation is not an audit)."""
-    events: list[source.PositionedEvent] = []
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            events.append(source.PositionedEvent(index, decode_event(raw)))
-        except InvalidEvent as exc:
-            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+    events = [
+        source.PositionedEvent(index, event) for index, event in source.decode_lines(lines, name) if event is not None
+    ]
     return _explain(events, config, run, out, as_json=as_json)
 
 
