@@ -1,6 +1,6 @@
 """Audit test helpers without Kafka: the worker's batch code as a changelog writer, reads served from lists.
 
-Shared by the ``replay --with-state`` and explanation tests (``tests/commands``): two interleaved conformance
+Shared by the ``replay --with-state`` and explanation tests (``tests/audit``): two interleaved conformance
 runs on one partition, what the worker publishes and stores for them batch by batch, and the plan, replay and
 explanation the CLI computes from those records.
 """

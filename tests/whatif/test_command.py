@@ -16,6 +16,7 @@ from streams.config_file import LoadedConfig
 from streams.decode import KEY_MISMATCH
 from streams.whatif import build_report, to_json
 from streams.worker.processing import InputRecord, plan_batch
+from tests.support.audit import serve_topics
 from tests.support.scenarios import config_document, wire_events
 from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
 
@@ -184,3 +185,31 @@ def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(
     assert "note: rolling detection is off for every agent" in err
     code, _, err = _run(capsys, "--events", str(events), "--sweep", "postCompactionGuard.windowSize=2..3")
     assert code == 0 and "note:" not in err
+
+
+def test_whatif_topic_refuses_what_the_worker_dead_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``whatif --topic`` as a user runs it: a mis-keyed record is refused, named and counted, never analysed."""
+    events = wire_events(SCENARIOS[STICKY])
+    key = _key(events[0])
+    records = [TopicRecord(0, offset, offset, key, json.dumps(e).encode()) for offset, e in enumerate(events)]
+    records[3] = TopicRecord(0, 3, 3, b"another-run", records[3].value)  # what a buggy producer would key
+    dead = [
+        d.reason for d in plan_batch([InputRecord("t", 0, r.offset, r.key, r.value) for r in records], 0).dead_letters
+    ]
+    assert dead == [KEY_MISMATCH]
+    serve_topics(monkeypatch, {"t": records})
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    argv = ("--topic", "t", "--bootstrap", "b:1", "--candidate", str(candidate), "--format", "json")
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (2, "")  # a refused record fails the analysis unless --skip-invalid
+    assert "t[0]@3: invalid event (key_mismatch): record key differs" in err
+    code, out, err = _run(capsys, *argv, "--skip-invalid")
+    assert code == 0 and err.count("invalid event") == 1
+    assert json.loads(out)["events"] == {
+        "source": "topic t",
+        "count": len(records) - len(dead),
+        "invalid": 1,
+        "runs": 1,
+    }
