@@ -1,7 +1,7 @@
 """``replay --topic --run RUN_ID --with-state``: explain a run from the worker's stored state (pure parts + CLI).
 
-The worker is modelled as in ``test_audit_state`` (``RunProcessor`` over batches, one changelog version per run
-and batch); the CLI test serves ``read_partitions`` from lists instead of Kafka.
+The worker is modelled as in ``tests/audit/test_with_state.py`` (``RunProcessor`` over batches, one changelog
+version per run and batch); the CLI test serves ``read_partitions`` from lists instead of Kafka.
 """
 
 from __future__ import annotations

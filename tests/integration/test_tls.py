@@ -5,8 +5,9 @@ Covered: publish -> tail round trip over TLS (flags and environment variables); 
 and a host name mismatch fail fast with a clear message (and ``--no-ssl-check-hostname`` works); client
 certificates with an encrypted key whose password comes from the environment; a worker over mutual TLS
 producing exactly the verdicts replay predicts; and no secret ever reaches stdout, stderr, logs or the process
-command line. SASL cannot run against the embedded broker (see docs/embedded-broker.md); its settings are unit-tested in
-``tests/security``, and here a SASL_SSL client is shown to reach the SASL handshake over TLS without leaking.
+command line. SASL cannot run against the embedded broker (see docs/embedded-broker.md); its settings are
+unit-tested in ``tests/kafka/test_security.py``, and here a SASL_SSL client is shown to reach the SASL handshake
+over TLS without leaking.
 """
 
 from __future__ import annotations
