@@ -1,8 +1,8 @@
 """``replay --with-state``: expiries *inside* the range (the worker's TTL sweep, then the run came back).
 
-The worker is modelled as in ``tests/audit/test_with_state.py`` (``RunProcessor`` over batches of 7, one
-changelog version per run and batch), plus its TTL sweep: after some batches a run's state is deleted and a
-tombstone written, so its next event is applied to an empty state. Run ``sess-a`` (even offsets 0..38, then 40..42) expires twice, run
+The worker is modelled as in ``tests/audit/test_with_state.py`` (``RunProcessor`` over batches of 7, one changelog
+version per run and batch), plus its TTL sweep: after some batches a run's state is deleted and a tombstone written,
+so its next event is applied to an empty state. Run ``sess-a`` (even offsets 0..38, then 40..42) expires twice, run
 ``sess-b`` (odd offsets 1..39) once and then again after its last event (an expiry without a later event).
 """
 
