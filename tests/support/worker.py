@@ -218,29 +218,53 @@ def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, by
 
 
 class Feeder:
-    """Produces records in chunks from a background thread (a stream that keeps flowing across restarts)."""
+    """Produces records in chunks from a background thread (a stream that keeps flowing across restarts).
+
+    With ``hold_at`` it pauses after that many records until ``release()`` (or ``hold_timeout`` seconds), so a
+    test can stop a worker mid-stream however slowly the machine runs: the rest is still unfed.
+    """
 
     def __init__(
-        self, bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]], *, chunk: int, pause: float
+        self,
+        bootstrap: str,
+        topic: str,
+        records: Sequence[tuple[bytes | None, bytes]],
+        *,
+        chunk: int,
+        pause: float,
+        hold_at: int | None = None,
+        hold_timeout: float = 120.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.records = list(records)
         self.chunk = chunk
         self.pause = pause
+        self.hold_at = hold_at
+        self.hold_timeout = hold_timeout
         self.sent = 0
         self.error: BaseException | None = None
+        self._released = threading.Event()
         self._thread = threading.Thread(target=self._run, name="feeder", daemon=True)
 
     def start(self) -> Feeder:
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        """Lets a held feeder send the rest."""
+        self._released.set()
+
     def _run(self) -> None:
         try:
-            for start in range(0, len(self.records), self.chunk):
-                produce(self.bootstrap, self.topic, self.records[start : start + self.chunk])
-                self.sent = min(len(self.records), start + self.chunk)
+            starts = list(range(0, len(self.records), self.chunk))
+            if self.hold_at is not None:
+                starts = sorted(set(starts) | {self.hold_at})
+            for start, end in zip(starts, [*starts[1:], len(self.records)], strict=True):
+                if start == self.hold_at and not self._released.wait(self.hold_timeout):
+                    raise TimeoutError(f"feeder held at {start} records for {self.hold_timeout} s")
+                produce(self.bootstrap, self.topic, self.records[start:end])
+                self.sent = end
                 time.sleep(self.pause)
         except BaseException as exc:  # reported by join()
             self.error = exc
