@@ -73,13 +73,13 @@ def _functions(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.FunctionDe
 def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
     """A simulated events topic (one partition), the changelog the worker's batch code writes for it, the
     busiest run and an offset in the middle of it (so the audit needs the stored state and a warm-up)."""
-    from streams.audit import source
     from streams.config_file import LoadedConfig
+    from streams.kafka import reader
     from streams.simulate import simulate
     from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 
     records = [
-        source.TopicRecord(0, offset, 0, key, value)
+        reader.TopicRecord(0, offset, 0, key, value)
         for offset, (key, value) in enumerate(simulate(gateways=2, rate=60.0, duration=2.0, seed=7))
     ]
     processor = RunProcessor(LoadedConfig.default())
@@ -91,7 +91,7 @@ def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
             value = processor.process(group, chunk, table.get(group.key), 1).value
             assert value is not None
             table[group.key] = value
-            changelog.append(source.TopicRecord(0, len(changelog), 0, group.key, value))
+            changelog.append(reader.TopicRecord(0, len(changelog), 0, group.key, value))
     keys = Counter(r.key for r in records if r.key is not None)
     run = max(keys, key=lambda k: (keys[k], k))
     offsets = [r.offset for r in records if r.key == run]
@@ -100,18 +100,14 @@ def _topic_and_changelog() -> tuple[list[Any], list[Any], str, int]:
 
 def audit_hops() -> dict[str, Any]:
     """Trace ``replay --topic --with-state --run`` and count its cross-module calls inside the packages."""
-    from streams.audit import source
     from streams.cli import main
     from streams.topics import changelog_topic
+    from tests.support.audit import ListSource
 
     records, changelog, run, start = _topic_and_changelog()
     topics = {TOPIC: records, changelog_topic(GROUP): changelog}
 
-    async def read_partitions(bootstrap: str, topic: str, start: Any = None, end: Any = None, **_: Any) -> Any:
-        ends = {0: len(topics[topic])}
-        lo = source.resolve_offsets(start, {0: 0}, ends)[0]
-        hi = max(lo, source.resolve_offsets(end, ends, ends)[0])
-        return source.TopicRead({0: [r for r in topics[topic] if lo <= r.offset < hi]}, {0: (lo, hi)})
+    served = ListSource(topics)  # the topics are served from memory: no broker to check
 
     argv = ["replay", "--topic", TOPIC, "--bootstrap", "127.0.0.1:1", "--from", str(start)]
     argv += ["--run", run, "--with-state", "--group", GROUP]
@@ -133,23 +129,13 @@ def audit_hops() -> dict[str, Any]:
             entries[callee].add(frame.f_code.co_qualname)
             edges.add((caller, callee))
 
-    from streams.kafka import client as kafka_io
-
-    original = source.read_partitions
-    original_preflight = kafka_io.preflight
-    source.read_partitions = read_partitions
-    kafka_io.preflight = lambda *args, **kwargs: None  # the topics are served from memory: no broker to check
     out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            sys.setprofile(profile)
-            try:
-                status = main(argv)
-            finally:
-                sys.setprofile(None)
-    finally:
-        source.read_partitions = original
-        kafka_io.preflight = original_preflight
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        sys.setprofile(profile)
+        try:
+            status = main(argv, record_source=served)
+        finally:
+            sys.setprofile(None)
     if status != 0:
         raise SystemExit(f"the traced audit failed ({status}): {err.getvalue().strip()}")
     return {

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from streams.audit import source
 from streams.detection import RunState
+from streams.kafka import reader
 from streams.loop_cost import RunUsage
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
@@ -177,7 +177,7 @@ class ChangelogIndex:
 
 
 def index_changelog(
-    records_by_partition: Mapping[int, Sequence[source.TopicRecord]], topic: str, wanted: set[tuple[int, str]]
+    records_by_partition: Mapping[int, Sequence[reader.TopicRecord]], topic: str, wanted: set[tuple[int, str]]
 ) -> ChangelogIndex:
     """Decode the changelog records of the wanted (partition, scope key) runs, in changelog order.
 
@@ -223,7 +223,7 @@ def index_changelog(
     return out
 
 
-def _missing_offsets(records: Sequence[source.TopicRecord], topic: str, partition: int) -> list[str]:
+def _missing_offsets(records: Sequence[reader.TopicRecord], topic: str, partition: int) -> list[str]:
     """A note when offsets below the partition's last record are missing (compaction or deleted records)."""
     if not records:
         return []

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import orjson
 
-from streams.audit.source import TopicRead
+from streams.kafka.reader import TopicRead
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
 

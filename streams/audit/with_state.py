@@ -10,7 +10,7 @@ to one run's records (:func:`~streams.audit.changelog.select_base`,
 rebuilding the stored state from empty.
 
 Everything here is pure except :func:`replay_with_state` and :func:`read_state`, which read the changelog and the
-warm-up events through :func:`streams.audit.source.read_partitions`. ``--run RUN_ID --with-state`` explains one
+warm-up events through the :class:`~streams.kafka.reader.RecordSource`. ``--run RUN_ID --with-state`` explains one
 run from the same base, warm-up and restarts (:mod:`streams.audit.explain`).
 """
 
@@ -34,6 +34,8 @@ from streams.audit.changelog import (
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection import RunState
+from streams.kafka import reader
+from streams.kafka.reader import RecordSource
 from streams.runner import Replayer
 
 #: How far before a run's first event in the range its first stored state may reach: a worker batch holds at
@@ -253,7 +255,7 @@ class StatePlan:
 
 def plan_state(
     events: Mapping[int, Sequence[source.PositionedEvent]],
-    changelog: Mapping[int, Sequence[source.TopicRecord]],
+    changelog: Mapping[int, Sequence[reader.TopicRecord]],
     state_topic: str,
     starts: Mapping[int, int],
 ) -> StatePlan:
@@ -309,44 +311,39 @@ def confirm_bases(
 
 
 async def replay_with_state(
-    bootstrap: str,
+    records: RecordSource,
     state_topic: str,
     topic: str,
-    read: source.TopicRead,
+    read: reader.TopicRead,
     events: Mapping[int, Sequence[source.PositionedEvent]],
     config: LoadedConfig,
     *,
     include_all: bool,
-    **read_options: Any,
 ) -> StatefulReplay:
-    """Read the changelog, plan, read the warm-up events, finish (see :func:`plan_state`, :func:`finish_state`).
-
-    ``read_options`` go to every :func:`streams.audit.replay.read_partitions` call (connection settings).
-    """
-    plan, warm = await read_state(bootstrap, state_topic, topic, read, events, **read_options)
+    """Read the changelog, plan, read the warm-up events, finish (see :func:`plan_state`, :func:`finish_state`)."""
+    plan, warm = await read_state(records, state_topic, topic, read, events)
     return finish_state(plan, events, warm, config, topic, include_all=include_all)
 
 
 async def read_state(
-    bootstrap: str,
+    records: RecordSource,
     state_topic: str,
     topic: str,
-    read: source.TopicRead,
+    read: reader.TopicRead,
     events: Mapping[int, Sequence[source.PositionedEvent]],
-    **read_options: Any,
 ) -> tuple[StatePlan, dict[int, list[source.PositionedEvent]]]:
     """The plan for ``events``' runs (from the changelog) and the warm-up events it needs, per partition."""
     try:
-        changelog = await source.read_partitions(bootstrap, state_topic, **read_options)
+        changelog = await records.read(state_topic)
     except RuntimeError as exc:
         raise RuntimeError(f"cannot read state topic {state_topic}: {exc}") from None
     plan = plan_state(events, changelog.records, state_topic, {p: lo for p, (lo, _) in read.ranges.items()})
     warm: dict[int, list[source.PositionedEvent]] = {}
     if plan.warmup:
         spans = plan.warmup
-        start = source.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
-        end = source.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
-        earlier = await source.read_partitions(bootstrap, topic, start, end, **read_options)
+        start = reader.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
+        end = reader.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
+        earlier = await records.read(topic, start, end)
         for p, (lo, _) in sorted(plan.required.items()):
             got = earlier.ranges.get(p, (lo, lo))[0]
             if got > lo:

@@ -13,9 +13,12 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from importlib import metadata
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, exit_code_table, report
+
+if TYPE_CHECKING:
+    from streams.kafka.reader import RecordSource
 
 # Each module exposes ``register(subparsers)`` which adds its parser and sets ``func=run``
 # where ``run(args: argparse.Namespace) -> int``.
@@ -75,8 +78,10 @@ def command_name(args: argparse.Namespace) -> str:
     return f"{args.command} {sub}" if sub else str(args.command)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | None = None) -> int:
+    """Run one command. ``record_source`` replaces the broker the audits (replay, whatif) read topics from."""
     args = build_parser().parse_args(argv)
+    args.record_source = record_source
     try:
         code: int = args.func(args)
     except CommandError as exc:

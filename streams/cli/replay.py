@@ -28,6 +28,8 @@ from streams.audit.source import lines
 from streams.cli._config import load_config
 from streams.config_file import LoadedConfig
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from streams.kafka import reader
+from streams.kafka.reader import KafkaSource, RecordSource
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.topics import VERDICTS_TOPIC, changelog_topic
@@ -151,8 +153,9 @@ def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
 def _explain_with_state(
     args: argparse.Namespace,
     config: LoadedConfig,
-    read: source.TopicRead,
+    read: reader.TopicRead,
     events: dict[int, list[source.PositionedEvent]],
+    records: RecordSource,
     security: KafkaSecurity,
 ) -> int:
     """``--run --with-state``: explain the run from the worker's stored state (see :mod:`streams.audit.explain`)."""
@@ -161,9 +164,7 @@ def _explain_with_state(
         return _explain([], config, args.run, sys.stdout, as_json=args.json)
     state_topic = _state_topic(args)
     try:
-        plan, warm = asyncio.run(
-            with_state.read_state(args.bootstrap, state_topic, args.topic, read, mine, security=security)
-        )
+        plan, warm = asyncio.run(with_state.read_state(records, state_topic, args.topic, read, mine))
     except Exception as exc:
         raise _kafka(exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security) from None
     for note in plan.notes:
@@ -189,22 +190,21 @@ def _kafka(exc: BaseException, action: str, bootstrap: str, security: KafkaSecur
 
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
-    from streams.kafka.client import preflight
-
     if not args.bootstrap:
         raise CommandError("--topic needs --bootstrap HOST:PORT", hint=_HELP)
     try:
-        start = source.parse_bound(args.start) if args.start is not None else None
-        end = source.parse_bound(args.end) if args.end is not None else None
-    except source.RangeError as exc:
+        start = reader.parse_bound(args.start) if args.start is not None else None
+        end = reader.parse_bound(args.end) if args.end is not None else None
+    except reader.RangeError as exc:
         raise CommandError(str(exc), "--from/--to", _HELP) from None
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
-    preflight(args.bootstrap, security)
+    records: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
+    records.check()
     try:
-        read = asyncio.run(source.read_partitions(args.bootstrap, args.topic, start, end, security=security))
+        read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:
         raise _kafka(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
     events, bad = source.decode_records(read.records)
@@ -220,7 +220,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
             print(b.describe(args.topic), file=sys.stderr)
     if args.run is not None:
         if args.with_state:
-            status = _explain_with_state(args, config, read, events, security)
+            status = _explain_with_state(args, config, read, events, records, security)
         else:
             flat = [pe for partition in sorted(events) for pe in events[partition]]
             status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
@@ -230,14 +230,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         try:
             stateful = asyncio.run(
                 with_state.replay_with_state(
-                    args.bootstrap,
-                    _state_topic(args),
-                    args.topic,
-                    read,
-                    events,
-                    config,
-                    include_all=args.all,
-                    security=security,
+                    records, _state_topic(args), args.topic, read, events, config, include_all=args.all
                 )
             )
         except Exception as exc:
@@ -249,7 +242,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     else:
         replayed = replay.replay_partitions(events, config, args.topic, include_all=args.all)
     if args.compare_verdicts:
-        status = _compare(args, config, read, replayed, stateful, len(bad), security)
+        status = _compare(args, config, read, replayed, stateful, len(bad), records, security)
         return status or (2 if bad and args.strict else 0)
     out = sys.stdout.buffer
     for record in replayed:
@@ -261,15 +254,16 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
 def _compare(
     args: argparse.Namespace,
     config: LoadedConfig,
-    read: source.TopicRead,
+    read: reader.TopicRead,
     replayed: list[dict[str, Any]],
     stateful: with_state.StatefulReplay | None,
     bad_records: int,
+    records: RecordSource,
     security: KafkaSecurity,
 ) -> int:
     """``--compare-verdicts``: diff the replayed verdicts with the published ones in the range; 1 if they differ."""
     try:
-        verdict_read = asyncio.run(source.read_partitions(args.bootstrap, args.verdicts_topic, security=security))
+        verdict_read = asyncio.run(records.read(args.verdicts_topic))
     except Exception as exc:
         raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
     recorded, notes = compare.verdict_values(verdict_read, args.verdicts_topic)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from streams.audit.source import lines, read_events, read_records, read_topic
+from streams.audit.source import lines, read_events, read_records
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError
@@ -127,15 +127,17 @@ def run(args: argparse.Namespace) -> int:
             events, bad = read_events(lines(stream), name)
     else:
         name = f"topic {args.topic}"
-        from streams.kafka.client import kafka_failure, preflight
+        from streams.kafka.client import kafka_failure
+        from streams.kafka.reader import KafkaSource, RecordSource, merged
 
         try:
             security = security_from_args(args)
         except KafkaSecurityError as exc:
             return _error(str(exc), hint="see 'loopwatch whatif --help'")
-        preflight(args.bootstrap, security)
+        topic_source: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
+        topic_source.check()
         try:
-            records = asyncio.run(read_topic(args.bootstrap, args.topic, security=security))
+            records = merged(asyncio.run(topic_source.read(args.topic)))
         except RuntimeError as exc:
             return _error(f"cannot read topic {args.topic}", args.bootstrap, security.redact(str(exc)))
         except Exception as exc:

@@ -17,13 +17,15 @@ import orjson
 import pytest
 
 from streams.audit import changelog as audit_changelog
-from streams.audit import source, with_state
+from streams.audit import with_state
 from streams.audit.changelog import ChangelogRecord, Expiries, Restart, select_expiries
 from streams.cli import main
 from streams.config_file import LoadedConfig
+from streams.kafka import reader
 from tests.support.audit import (
     GENERIC,
     TOPIC,
+    ListSource,
     comparable,
     explain_from_lists,
     fired,
@@ -31,7 +33,6 @@ from tests.support.audit import (
     plan_reads,
     recorded_fired,
     run_worker,
-    serve_topics,
     setup_runs,
     stored_state,
     tombstone,
@@ -93,8 +94,8 @@ def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> No
 
     value = envelope.encode(0, 7, 1, stored_state(1))
     recs = {
-        0: [source.TopicRecord(0, 0, 0, b"r1", value), source.TopicRecord(0, 3, 0, b"r1", b"")],  # 1, 2 compacted
-        1: [source.TopicRecord(1, 0, 0, b"r1", b""), source.TopicRecord(1, 1, 0, b"r2", b"")],  # r1 repartitioned
+        0: [reader.TopicRecord(0, 0, 0, b"r1", value), reader.TopicRecord(0, 3, 0, b"r1", b"")],  # 1, 2 compacted
+        1: [reader.TopicRecord(1, 0, 0, b"r1", b""), reader.TopicRecord(1, 1, 0, b"r2", b"")],  # r1 repartitioned
     }
     index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
     assert index.runs[(0, "r1")] == [ChangelogRecord(0, envelope.decode(value)), ChangelogRecord(3, None)]
@@ -110,7 +111,7 @@ def test_index_notes_tombstones_of_another_partition_and_missing_offsets() -> No
 # --- replay against the modelled worker -------------------------------------------------------------------
 
 
-def _expiring(tmp_path: Path) -> tuple[LoadedConfig, list[source.TopicRecord], list[Any], list[Any]]:
+def _expiring(tmp_path: Path) -> tuple[LoadedConfig, list[reader.TopicRecord], list[Any], list[Any]]:
     config, records = setup_runs(tmp_path)
     published, changelog = run_worker(records, config, batch=BATCH, expire=EXPIRE)
     assert sum(1 for r in changelog if not r.value) == 4
@@ -215,20 +216,18 @@ def test_run_explanation_shows_the_restart(tmp_path: Path) -> None:
     assert "expired without a later event in range" in b_start.describe()
 
 
-def test_cli_compare_and_run_with_expiries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_compare_and_run_with_expiries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, records, published, changelog = _expiring(tmp_path)
-    verdicts = [source.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
-    serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "loopwatch.verdicts": verdicts})
+    verdicts = [reader.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
+    served = ListSource({TOPIC: records, "loopwatch-runs-changelog": changelog, "loopwatch.verdicts": verdicts})
     cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "16"]
-    assert main([*base, "--with-state", "--compare-verdicts", "--json"]) == 0
+    assert main([*base, "--with-state", "--compare-verdicts", "--json"], record_source=served) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     assert doc["equal"] and doc["state"]["restarted_after_expiry"] == 2 and doc["state"]["expired"] == 1
     assert "expiries in range: 2 restarts from empty replayed, 1 without a later event" in captured.err
-    assert main([*base, "--compare-verdicts"]) == 1  # from empty and continued: not the worker's
+    assert main([*base, "--compare-verdicts"], record_source=served) == 1  # from empty and continued: not the worker's
     capsys.readouterr()
-    assert main([*base, "--run", "sess-a", "--with-state"]) == 0
+    assert main([*base, "--run", "sess-a", "--with-state"], record_source=served) == 0
     assert "restarting from empty" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """``replay --topic --run RUN_ID --with-state``: explain a run from the worker's stored state (pure parts + CLI).
 
 The worker is modelled as in ``tests/audit/test_with_state.py`` (``RunProcessor`` over batches, one changelog
-version per run and batch); the CLI test serves ``read_partitions`` from lists instead of Kafka.
+version per run and batch); the CLI test reads from lists (a ``RecordSource``) instead of Kafka.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from schemas.verdict import verdict_id
 from streams.audit import explain, source
 from streams.cli import main
 from streams.config_file import LoadedConfig
+from streams.kafka import reader
 from tests.support.audit import (
     GENERIC,
     TOPIC,
+    ListSource,
     explain_from_lists,
     fired,
     offset_of,
     recorded_fired,
     run_worker,
-    serve_topics,
     setup_runs,
 )
 from tests.support.scenarios import GATEWAY
@@ -100,7 +101,7 @@ def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
     assert fired(result.steps) == recorded_fired(published, "sess-a", begin.covered_offset + 1)
     # expired after its first stored state: empty, warmed up with the events after that state
     first_a = next(r for r in changelog if r.key == b"sess-a")
-    expired = [first_a, source.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
+    expired = [first_a, reader.TopicRecord(0, first_a.offset + 1, 0, b"sess-a", b"")]
     (begin,) = explain_from_lists(records, expired, config, 20, "sess-a").starts
     assert begin.origin == "expired" and "expired the run (tombstone at changelog offset" in begin.describe()
     # no stored state at all: from empty, nothing re-applied
@@ -112,20 +113,18 @@ def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
 # --- CLI --------------------------------------------------------------------------------------------------
 
 
-def test_cli_run_with_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_run_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config, records = setup_runs(tmp_path)
     published, changelog = run_worker(records, config, batch=7)
-    reads = serve_topics(monkeypatch, {TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
+    served = ListSource({TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
     cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "24", "--run", "sess-a"]
 
-    assert main([*base, "--with-state"]) == 0
+    assert main([*base, "--with-state"], record_source=served) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("start 0@24: from the worker's stored state (changelog offset")
-    assert reads == [TOPIC, "loopwatch-runs-changelog", TOPIC]  # range, changelog, warm-up
-    assert main([*base, "--with-state", "--json", "--state-topic", "other-cl"]) == 0
+    assert served.reads == [TOPIC, "loopwatch-runs-changelog", TOPIC]  # range, changelog, warm-up
+    assert main([*base, "--with-state", "--json", "--state-topic", "other-cl"], record_source=served) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["first_offset"] == 24
     fired = {
@@ -138,16 +137,16 @@ def test_cli_run_with_state(
     assert fired == want and want
 
     # without --with-state: unchanged (no start line, no changelog read) and not the worker's verdicts
-    reads.clear()
-    assert main(base) == 0
+    served.reads.clear()
+    assert main(base, record_source=served) == 0
     plain = capsys.readouterr().out
-    assert "start 0@" not in plain and reads == [TOPIC]
-    assert main([*base, "--json"]) == 0
+    assert "start 0@" not in plain and served.reads == [TOPIC]
+    assert main([*base, "--json"], record_source=served) == 0
     assert "state" not in json.loads(capsys.readouterr().out)
 
     # errors: no such state topic (2), no event of the run in range (1, no state read)
-    assert main([*base, "--with-state", "--state-topic", "nope"]) == 2
+    assert main([*base, "--with-state", "--state-topic", "nope"], record_source=served) == 2
     assert "cannot read state topic nope" in capsys.readouterr().err
-    reads.clear()
-    assert main([*base[:-1], "nobody", "--with-state"]) == 1
-    assert "no event of run 'nobody'" in capsys.readouterr().err and reads == [TOPIC]
+    served.reads.clear()
+    assert main([*base[:-1], "nobody", "--with-state"], record_source=served) == 1
+    assert "no event of run 'nobody'" in capsys.readouterr().err and served.reads == [TOPIC]

@@ -14,7 +14,9 @@ from streams.cli import main
 from streams.config_file import load_openclaw_config
 from streams.decode import KEY_MISMATCH, decode_event, scope_key
 from streams.detection import RunState
+from streams.kafka import reader
 from streams.runner import step, to_verdict
+from tests.support.audit import ListSource
 from tests.support.scenarios import load_scenarios, wire_events, write_inputs
 
 SCENARIOS = {s["name"]: s for s in load_scenarios()}
@@ -27,21 +29,21 @@ PINGPONG = SCENARIOS["pingpong_block_at_critical"]
 
 
 def test_parse_single_offset_applies_to_all_partitions() -> None:
-    bound = source.parse_bound("42")
-    assert bound == source.OffsetBound(default=42)
-    assert isinstance(bound, source.OffsetBound)
-    assert source.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
+    bound = reader.parse_bound("42")
+    assert bound == reader.OffsetBound(default=42)
+    assert isinstance(bound, reader.OffsetBound)
+    assert reader.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
 
 
 def test_parse_per_partition_offsets() -> None:
-    bound = source.parse_bound("0:100, 1:250")
-    assert bound == source.OffsetBound(per_partition={0: 100, 1: 250})
-    assert isinstance(bound, source.OffsetBound)
+    bound = reader.parse_bound("0:100, 1:250")
+    assert bound == reader.OffsetBound(per_partition={0: 100, 1: 250})
+    assert isinstance(bound, reader.OffsetBound)
     # unlisted partitions keep the natural bound; everything is clamped to the end offsets
-    assert source.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
-    assert source.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
-    assert source.parse_bound("3:1") == source.OffsetBound(per_partition={3: 1})
-    assert source.unknown_partitions(source.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
+    assert reader.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
+    assert reader.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
+    assert reader.parse_bound("3:1") == reader.OffsetBound(per_partition={3: 1})
+    assert reader.unknown_partitions(reader.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
 
 
 @pytest.mark.parametrize(
@@ -53,23 +55,23 @@ def test_parse_per_partition_offsets() -> None:
     ],
 )
 def test_parse_rfc3339_times(text: str, ms: int) -> None:
-    assert source.parse_bound(text) == source.TimeBound(ms)
+    assert reader.parse_bound(text) == reader.TimeBound(ms)
 
 
 @pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
 def test_parse_rejects_bad_bounds(text: str) -> None:
-    with pytest.raises(source.RangeError):
-        source.parse_bound(text)
+    with pytest.raises(reader.RangeError):
+        reader.parse_bound(text)
 
 
 # --- per-partition replay ---------------------------------------------------------------------------------
 
 
-def _records(events: list[dict[str, Any]], partition: int, *, start: int = 0) -> list[source.TopicRecord]:
+def _records(events: list[dict[str, Any]], partition: int, *, start: int = 0) -> list[reader.TopicRecord]:
     out = []
     for i, ev in enumerate(events):
         key = (ev["run_id"] or ev["session_id"]).encode()
-        out.append(source.TopicRecord(partition, start + i, 0, key, orjson.dumps(ev)))
+        out.append(reader.TopicRecord(partition, start + i, 0, key, orjson.dumps(ev)))
     return out
 
 
@@ -77,7 +79,7 @@ def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> N
     config_path, _ = write_inputs(GENERIC, tmp_path, [])
     config = load_openclaw_config(config_path)
     events = wire_events(GENERIC)
-    records = {0: _records(events, 0), 1: [source.TopicRecord(1, 0, 0, b"k", b"{not json")]}
+    records = {0: _records(events, 0), 1: [reader.TopicRecord(1, 0, 0, b"k", b"{not json")]}
     decoded, bad = source.decode_records(records)
     assert [(b.partition, b.offset, b.reason) for b in bad] == [(1, 0, "not_json")]
     got = replay.replay_partitions(decoded, config, "t.events", include_all=False)
@@ -98,7 +100,7 @@ def test_replay_partitions_matches_file_replay_with_sources(tmp_path: Path) -> N
 
 def test_key_mismatch_is_skipped_like_the_worker() -> None:
     ev = wire_events(GENERIC)[0]
-    recs = {0: [source.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), source.TopicRecord(0, 1, 0, None, b"{}")]}
+    recs = {0: [reader.TopicRecord(0, 0, 0, b"other", orjson.dumps(ev)), reader.TopicRecord(0, 1, 0, None, b"{}")]}
     decoded, bad = source.decode_records(recs)
     assert decoded == {0: []}
     assert bad[0].reason == KEY_MISMATCH
@@ -261,14 +263,12 @@ def test_compare_verdicts_read_error_is_redacted(
         monkeypatch.setenv(f"LOOPWATCH_KAFKA_{name}", value)
     records = _records(wire_events(GENERIC), 0)
 
-    async def read_partitions(bootstrap: str, topic: str, *_: Any, **__: Any) -> source.TopicRead:
-        if topic != "t.events":
-            raise RuntimeError(f"authentication failed for auditor:{secret}")
-        return source.TopicRead({0: records}, {0: (0, len(records))})
-
-    monkeypatch.setattr(source, "read_partitions", read_partitions)
-    monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
-    assert main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"]) == 3
+    served = ListSource(
+        {"t.events": records}, {"loopwatch.verdicts": RuntimeError(f"authentication failed for auditor:{secret}")}
+    )
+    assert (
+        main(["replay", "--topic", "t.events", "--bootstrap", "b:1", "--compare-verdicts"], record_source=served) == 3
+    )
     err = capsys.readouterr().err
     assert "loopwatch replay: cannot read topic loopwatch.verdicts (b:1): authentication failed" in err
     assert secret not in err

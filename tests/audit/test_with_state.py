@@ -15,6 +15,7 @@ from streams.audit import changelog as audit_changelog
 from streams.audit import replay, source, with_state
 from streams.audit.changelog import Base, ChangelogRecord, select_base
 from streams.cli import main
+from streams.kafka import reader
 from streams.topics import changelog_topic
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
@@ -76,14 +77,14 @@ def test_index_changelog_decodes_filters_and_keeps_order() -> None:
     other_partition = envelope.encode(3, 9, 1, stored_state(2))
     recs = {
         0: [
-            source.TopicRecord(0, 4, 0, b"r1", b""),  # tombstone (the reader gives b"" for a null value)
-            source.TopicRecord(0, 2, 0, b"r1", value),
-            source.TopicRecord(0, 3, 0, b"r2", value),  # not a run in the range
-            source.TopicRecord(0, 5, 0, b"r1", b"junk"),
-            source.TopicRecord(0, 6, 0, b"r1", other_partition),
-            source.TopicRecord(0, 7, 0, None, value),
+            reader.TopicRecord(0, 4, 0, b"r1", b""),  # tombstone (the reader gives b"" for a null value)
+            reader.TopicRecord(0, 2, 0, b"r1", value),
+            reader.TopicRecord(0, 3, 0, b"r2", value),  # not a run in the range
+            reader.TopicRecord(0, 5, 0, b"r1", b"junk"),
+            reader.TopicRecord(0, 6, 0, b"r1", other_partition),
+            reader.TopicRecord(0, 7, 0, None, value),
         ],
-        1: [source.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
+        1: [reader.TopicRecord(1, 0, 0, b"r1", value)],  # another source partition's run r1
     }
     index = audit_changelog.index_changelog(recs, "cl", {(0, "r1")})
     assert index.runs == {
@@ -163,7 +164,7 @@ def test_expired_run_starts_afresh_after_its_last_state(tmp_path: Path) -> None:
     _, changelog = run_worker(records, config, batch=7)
     # run a expired after the first batch: tombstone after its first version, then the worker began again
     first_a = next(r for r in changelog if r.key == b"sess-a")
-    expired = [first_a, source.TopicRecord(0, first_a.offset, 0, b"sess-a", b"")]
+    expired = [first_a, reader.TopicRecord(0, first_a.offset, 0, b"sess-a", b"")]
     start = 20
     events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
     earlier, _ = source.decode_records({0: [r for r in records if r.offset < start]})
@@ -181,7 +182,7 @@ def test_expired_run_starts_afresh_after_its_last_state(tmp_path: Path) -> None:
     assert result.warmed == sum(1 for r in only_a if r.offset < start)
 
 
-def _key(record: source.TopicRecord) -> str:
+def _key(record: reader.TopicRecord) -> str:
     assert record.key is not None
     return record.key.decode()
 

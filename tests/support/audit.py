@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from schemas.verdict import verdict_id
 from streams.audit import explain, source, with_state
 from streams.audit.changelog import ChangelogRecord
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import RunState
+from streams.kafka import reader
 from streams.worker.envelope import StoredRun
 from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 from tests.support.scenarios import GATEWAY, load_scenarios, wire_events, write_inputs
@@ -44,11 +44,11 @@ def tombstone(changelog_offset: int) -> ChangelogRecord:
     return ChangelogRecord(changelog_offset, None)
 
 
-def topic_records(events: list[dict[str, Any]], partition: int = 0) -> list[source.TopicRecord]:
+def topic_records(events: list[dict[str, Any]], partition: int = 0) -> list[reader.TopicRecord]:
     out = []
     for i, ev in enumerate(events):
         key = (ev["run_id"] or ev["session_id"]).encode()
-        out.append(source.TopicRecord(partition, i, 0, key, orjson.dumps(ev)))
+        out.append(reader.TopicRecord(partition, i, 0, key, orjson.dumps(ev)))
     return out
 
 
@@ -62,7 +62,7 @@ def interleaved() -> list[dict[str, Any]]:
 
 
 def run_worker(
-    records: list[source.TopicRecord],
+    records: list[reader.TopicRecord],
     config: LoadedConfig,
     batch: int,
     expire: Mapping[int, Sequence[bytes]] | None = None,
@@ -75,7 +75,7 @@ def run_worker(
     processor = RunProcessor(config)
     table: dict[bytes, bytes] = {}
     verdicts: list[dict[str, Any]] = []
-    changelog: list[source.TopicRecord] = []
+    changelog: list[reader.TopicRecord] = []
     inputs = [InputRecord(TOPIC, r.partition, r.offset, r.key, r.value) for r in records]
     for start in range(0, len(inputs), batch):
         chunk = inputs[start : start + batch]
@@ -85,15 +85,15 @@ def run_worker(
             verdicts += [orjson.loads(p.value) for p in result.publications]
             assert result.value is not None
             table[group.key] = result.value
-            changelog.append(source.TopicRecord(0, len(changelog), 0, group.key, result.value))
+            changelog.append(reader.TopicRecord(0, len(changelog), 0, group.key, result.value))
         for key in (expire or {}).get(start // batch, ()):
             del table[key]
             processor.forget(key)
-            changelog.append(source.TopicRecord(0, len(changelog), 0, key, b""))  # the reader's null value
+            changelog.append(reader.TopicRecord(0, len(changelog), 0, key, b""))  # the reader's null value
     return verdicts, changelog
 
 
-def setup_runs(tmp_path: Path) -> tuple[LoadedConfig, list[source.TopicRecord]]:
+def setup_runs(tmp_path: Path) -> tuple[LoadedConfig, list[reader.TopicRecord]]:
     config_path, _ = write_inputs(GENERIC, tmp_path, [])
     assert PINGPONG["config"] == GENERIC["config"]
     return load_openclaw_config(config_path), topic_records(interleaved())
@@ -107,7 +107,7 @@ Events = dict[int, list[source.PositionedEvent]]
 
 
 def plan_reads(
-    records: list[source.TopicRecord], changelog: list[source.TopicRecord], start: int, run: str | None = None
+    records: list[reader.TopicRecord], changelog: list[reader.TopicRecord], start: int, run: str | None = None
 ) -> tuple[with_state.StatePlan, Events, Events]:
     """What ``replay --with-state --from START [--run RUN]`` reads and plans: (plan, range events, warm-up
     events), without Kafka (the reads served from lists)."""
@@ -121,7 +121,7 @@ def plan_reads(
 
 
 def stateful_replay(
-    records: list[source.TopicRecord], changelog: list[source.TopicRecord], config: LoadedConfig, start: int
+    records: list[reader.TopicRecord], changelog: list[reader.TopicRecord], config: LoadedConfig, start: int
 ) -> with_state.StatefulReplay:
     """What ``replay --with-state --from START`` does, without Kafka (the reads served from lists)."""
     plan, events, warm = plan_reads(records, changelog, start)
@@ -129,7 +129,7 @@ def stateful_replay(
 
 
 def explain_from_lists(
-    records: list[source.TopicRecord], changelog: list[source.TopicRecord], config: LoadedConfig, start: int, run: str
+    records: list[reader.TopicRecord], changelog: list[reader.TopicRecord], config: LoadedConfig, start: int, run: str
 ) -> explain.StatefulExplanation:
     """What ``replay --from START --run RUN --with-state`` computes, the reads served from lists."""
     plan, mine, warm = plan_reads(records, changelog, start, run)
@@ -158,22 +158,32 @@ def recorded_fired(verdicts: list[dict[str, Any]], run: str, start: int) -> set[
     }
 
 
-def serve_topics(monkeypatch: pytest.MonkeyPatch, topics: dict[str, list[source.TopicRecord]]) -> list[str]:
-    """Serve ``source.read_partitions`` (one partition per topic) from lists; returns the topics read."""
-    reads: list[str] = []
+class ListSource:
+    """A :class:`~streams.kafka.reader.RecordSource` serving each topic (one partition) from a list.
 
-    async def read_partitions(
-        bootstrap: str, topic: str, start: source.Bound | None = None, end: source.Bound | None = None, **_: Any
-    ) -> source.TopicRead:
-        reads.append(topic)
-        if topic not in topics:
+    ``reads`` lists the topics read, in order; a topic in ``failures`` raises that error when read.
+    """
+
+    def __init__(
+        self, topics: Mapping[str, Sequence[reader.TopicRecord]], failures: Mapping[str, Exception] | None = None
+    ) -> None:
+        self.topics = topics
+        self.failures = failures or {}
+        self.reads: list[str] = []
+
+    def check(self) -> None:
+        """Lists are always there."""
+
+    async def read(
+        self, topic: str, start: reader.Bound | None = None, end: reader.Bound | None = None
+    ) -> reader.TopicRead:
+        self.reads.append(topic)
+        if topic in self.failures:
+            raise self.failures[topic]
+        if topic not in self.topics:
             raise RuntimeError("no such topic")
-        records, ends = topics[topic], {0: len(topics[topic])}
-        assert not isinstance(start, source.TimeBound) and not isinstance(end, source.TimeBound)
-        lo = source.resolve_offsets(start, {0: 0}, ends)[0]
-        hi = max(lo, source.resolve_offsets(end, ends, ends)[0])
-        return source.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
-
-    monkeypatch.setattr(source, "read_partitions", read_partitions)
-    monkeypatch.setattr("streams.kafka.client.preflight", lambda *args, **kwargs: None)  # no broker behind "b:1"
-    return reads
+        records, ends = self.topics[topic], {0: len(self.topics[topic])}
+        assert not isinstance(start, reader.TimeBound) and not isinstance(end, reader.TimeBound)
+        lo = reader.resolve_offsets(start, {0: 0}, ends)[0]
+        hi = max(lo, reader.resolve_offsets(end, ends, ends)[0])
+        return reader.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})

@@ -10,21 +10,22 @@ from typing import Any
 import pytest
 
 from streams.audit import source
-from streams.audit.source import TopicRecord, read_records
+from streams.audit.source import read_records
 from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import KEY_MISMATCH
+from streams.kafka.reader import RecordSource, TopicRecord
 from streams.whatif import build_report, to_json
 from streams.worker.processing import InputRecord, plan_batch
-from tests.support.audit import serve_topics
+from tests.support.audit import ListSource
 from tests.support.scenarios import config_document, wire_events
 from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
 
 STICKY = "generic_warning_then_block_sticky"
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["whatif", *argv])
+def _run(capsys: pytest.CaptureFixture[str], *argv: str, records: RecordSource | None = None) -> tuple[int, str, str]:
+    code = main(["whatif", *argv], record_source=records)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -187,9 +188,7 @@ def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(
     assert code == 0 and "note:" not in err
 
 
-def test_whatif_topic_refuses_what_the_worker_dead_letters(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_whatif_topic_refuses_what_the_worker_dead_letters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``whatif --topic`` as a user runs it: a mis-keyed record is refused, named and counted, never analysed."""
     events = wire_events(SCENARIOS[STICKY])
     key = _key(events[0])
@@ -199,13 +198,13 @@ def test_whatif_topic_refuses_what_the_worker_dead_letters(
         d.reason for d in plan_batch([InputRecord("t", 0, r.offset, r.key, r.value) for r in records], 0).dead_letters
     ]
     assert dead == [KEY_MISMATCH]
-    serve_topics(monkeypatch, {"t": records})
+    served = ListSource({"t": records})
     candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
     argv = ("--topic", "t", "--bootstrap", "b:1", "--candidate", str(candidate), "--format", "json")
-    code, out, err = _run(capsys, *argv)
+    code, out, err = _run(capsys, *argv, records=served)
     assert (code, out) == (2, "")  # a refused record fails the analysis unless --skip-invalid
     assert "t[0]@3: invalid event (key_mismatch): record key differs" in err
-    code, out, err = _run(capsys, *argv, "--skip-invalid")
+    code, out, err = _run(capsys, *argv, "--skip-invalid", records=served)
     assert code == 0 and err.count("invalid event") == 1
     assert json.loads(out)["events"] == {
         "source": "topic t",

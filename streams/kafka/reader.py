@@ -1,0 +1,252 @@
+"""Reading topic ranges: the ``--from``/``--to`` bounds and a :class:`RecordSource` the audits read through.
+
+:class:`KafkaSource` is the real one (a broker and its connection security); a test passes any object with the
+same two methods instead, so nothing is monkeypatched. Time bounds (RFC 3339) are resolved with
+``offsets_for_times``, which uses record timestamps. Producers normally set CreateTime; the embedded broker
+(Tansu) answers with the broker's write time, so there a time bound means "written to the broker at or after"
+(and it reports "no such offset" as offset 0 with timestamp -1, which is handled). ``--from`` is inclusive,
+``--to`` exclusive, for offsets and times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from streams.kafka.security import KafkaSecurity
+
+
+class RangeError(ValueError):
+    """A ``--from``/``--to`` value that is neither offsets nor an RFC 3339 time."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetBound:
+    """Offsets per partition; ``default`` applies to partitions not listed (None: the natural start/end)."""
+
+    per_partition: Mapping[int, int] = field(default_factory=dict)
+    default: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBound:
+    """A point in time, epoch milliseconds (resolved with ``offsets_for_times``)."""
+
+    ms: int
+
+
+Bound = OffsetBound | TimeBound
+
+
+_PARTS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+def parse_bound(text: str) -> Bound:
+    """``123`` (every partition), ``0:100,1:250`` (per partition) or an RFC 3339 time with a UTC offset."""
+    value = text.strip()
+    if not value:
+        raise RangeError("empty range bound")
+    if value.isdigit():
+        return OffsetBound(default=int(value))
+    if "," in value or _PARTS.match(value):
+        per: dict[int, int] = {}
+        for part in value.split(","):
+            m = _PARTS.match(part)
+            if m is None:
+                raise RangeError(f"bad partition offset {part.strip()!r} (want PARTITION:OFFSET)")
+            partition, offset = int(m.group(1)), int(m.group(2))
+            if partition in per:
+                raise RangeError(f"partition {partition} given twice")
+            per[partition] = offset
+        return OffsetBound(per_partition=per)
+    try:
+        when = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        raise RangeError(f"{text!r} is neither offsets (N or P:N,...) nor an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise RangeError(f"time {text!r} has no UTC offset (RFC 3339 needs Z or +HH:MM)")
+    return TimeBound(int(when.timestamp() * 1000))
+
+
+def resolve_offsets(bound: OffsetBound | None, natural: Mapping[int, int], ends: Mapping[int, int]) -> dict[int, int]:
+    """Offsets per partition: ``bound``'s where given, else ``natural``; always clamped into ``[0, end]``."""
+    out: dict[int, int] = {}
+    for partition, default in natural.items():
+        value = default
+        if bound is not None:
+            if partition in bound.per_partition:
+                value = bound.per_partition[partition]
+            elif bound.default is not None:
+                value = bound.default
+        out[partition] = max(0, min(value, ends[partition]))
+    return out
+
+
+def unknown_partitions(bound: Bound | None, partitions: Iterable[int]) -> list[int]:
+    if not isinstance(bound, OffsetBound):
+        return []
+    known = set(partitions)
+    return sorted(p for p in bound.per_partition if p not in known)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRead:
+    records: dict[int, list[TopicRecord]]
+    ranges: dict[int, tuple[int, int]]  # partition -> [start, end)
+
+
+async def _time_offsets(consumer: Any, tps: Sequence[Any], ms: int, ends: Mapping[Any, int]) -> dict[int, int]:
+    """First offset with timestamp >= ``ms`` per partition (its end offset when there is none).
+
+    Kafka answers "none" as offset -1 (aiokafka: None); the embedded broker answers offset 0 with timestamp -1
+    instead, so an answer without a timestamp counts as none as well.
+    """
+    answer = await consumer.offsets_for_times({tp: ms for tp in tps})
+    out: dict[int, int] = {}
+    for tp in tps:
+        found = answer.get(tp)
+        if found is None or found.offset < 0 or found.timestamp < 0:
+            out[tp.partition] = ends.get(tp, 0)
+        else:
+            out[tp.partition] = min(found.offset, ends.get(tp, 0))
+    return out
+
+
+async def read_partitions(
+    bootstrap: str,
+    topic: str,
+    start: Bound | None = None,
+    end: Bound | None = None,
+    *,
+    timeout: float = 30.0,
+    security: KafkaSecurity | None = None,
+) -> TopicRead:
+    """Records of ``topic`` in ``[start, end)`` per partition; end offsets come from the compat remedy (taken
+    now, right on the embedded broker too). ``security`` None means PLAINTEXT."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.kafka.client import started
+    from streams.kafka.compat import end_offsets
+
+    auth: dict[str, Any] = security.aiokafka_kwargs() if security is not None else {}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **auth
+    )
+    async with started(consumer, timeout):
+        await asyncio.wait_for(consumer.topics(), timeout)
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise RuntimeError("no such topic")
+        for bound in (start, end):
+            missing = unknown_partitions(bound, partitions)
+            if missing:
+                raise RuntimeError(f"topic has no partition {missing[0]} (it has {len(partitions)})")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends_tp = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout, **auth)
+        ends = {tp.partition: ends_tp.get(tp, 0) for tp in tps}
+        begins_tp = await asyncio.wait_for(consumer.beginning_offsets(tps), timeout)
+        begins = {tp.partition: int(begins_tp.get(tp, 0)) for tp in tps}
+        if isinstance(start, TimeBound):
+            starts = await _time_offsets(consumer, tps, start.ms, ends_tp)
+        else:
+            starts = resolve_offsets(start, begins, ends)
+        if isinstance(end, TimeBound):
+            stops = await _time_offsets(consumer, tps, end.ms, ends_tp)
+        else:
+            stops = resolve_offsets(end, ends, ends)
+        ranges = {p: (max(starts[p], begins[p]), max(stops[p], starts[p], begins[p])) for p in ends}
+        records: dict[int, list[TopicRecord]] = {p: [] for p in ends}
+        wanted = [tp for tp in tps if ranges[tp.partition][0] < ranges[tp.partition][1]]
+        consumer.assign(tps)
+        for tp in wanted:
+            consumer.seek(tp, ranges[tp.partition][0])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = [tp for tp in wanted if await consumer.position(tp) < ranges[tp.partition][1]]
+            if not remaining:
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"no progress reading {len(remaining)} partition(s) of {topic}")
+            batches = await consumer.getmany(*remaining, timeout_ms=500)
+            for tp, messages in batches.items():
+                if messages:
+                    deadline = loop.time() + timeout
+                lo, hi = ranges[tp.partition]
+                for m in messages:
+                    if lo <= m.offset < hi:
+                        records[tp.partition].append(
+                            TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value or b"")
+                        )
+    return TopicRead(records, ranges)
+
+
+class RecordSource(Protocol):
+    """Where audits read topic records: a broker (:class:`KafkaSource`) or, in tests, lists."""
+
+    def check(self) -> None:
+        """Fail with one clear error (a ``CommandError``) before reading when the source is unusable."""
+
+    async def read(self, topic: str, start: Bound | None = None, end: Bound | None = None) -> TopicRead:
+        """Records of ``topic`` in ``[start, end)`` per partition, with the ranges read.
+
+        Raises ``RuntimeError("no such topic")`` or ``RuntimeError("topic has no partition N ...")`` for a wrong
+        name or partition."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSource:
+    """A broker: :func:`streams.kafka.client.preflight` as the check, :func:`read_partitions` as the read."""
+
+    bootstrap: str
+    security: KafkaSecurity | None = None
+    timeout: float = 30.0
+
+    def check(self) -> None:
+        from streams.kafka.client import preflight
+
+        preflight(self.bootstrap, self.security if self.security is not None else KafkaSecurity())
+
+    async def read(self, topic: str, start: Bound | None = None, end: Bound | None = None) -> TopicRead:
+        return await read_partitions(self.bootstrap, topic, start, end, timeout=self.timeout, security=self.security)
+
+
+def merged(read: TopicRead) -> list[TopicRecord]:
+    """Every record read, partitions merged by record timestamp.
+
+    The merge keeps each partition in offset order (all events of a run share a partition), so decisions do
+    not depend on how partitions interleave.
+    """
+    return list(heapq.merge(*read.records.values(), key=lambda r: (r.timestamp, r.partition)))
+
+
+__all__ = [
+    "Bound",
+    "KafkaSource",
+    "OffsetBound",
+    "RangeError",
+    "RecordSource",
+    "TimeBound",
+    "TopicRead",
+    "TopicRecord",
+    "merged",
+    "parse_bound",
+    "read_partitions",
+    "resolve_offsets",
+    "unknown_partitions",
+]
