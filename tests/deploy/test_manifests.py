@@ -201,7 +201,7 @@ def test_openclaw_config_is_valid_json5_with_consistent_thresholds() -> None:
     numeric = ("historySize", "warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold")
     for key in (*numeric, "unknownToolThreshold"):
         assert isinstance(loop[key], int) and loop[key] > 0, key
-    # OpenClaw's schema rejects these orderings (reference §3.2).
+    # OpenClaw's config schema rejects a warning threshold at or above critical, or critical at or above global.
     assert loop["warningThreshold"] < loop["criticalThreshold"] < loop["globalCircuitBreakerThreshold"]
     assert set(loop["detectors"]) <= {"genericRepeat", "knownPollNoProgress", "pingPong"}
     assert set(loop.get("postCompactionGuard", {})) <= {"windowSize"}

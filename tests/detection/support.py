@@ -1,7 +1,7 @@
 """Test helpers: a tiny independent resolver of ``tools.loopDetection`` and event builders.
 
-The resolver follows semantics §5 (merge), §3.3 (fallback and clamping), §9.1 (guard) and Resolved point 5,
-independently of ``streams.detection.config`` so the core's tests do not depend on it.
+The resolver follows OpenClaw's rules for the per-agent merge, fallbacks and clamping and guard enabling,
+written again independently of ``streams.detection.config`` so the core's tests do not depend on it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Canonical JSON must equal JavaScript's ``stableStringify`` byte for byte (Resolved point 1)."""
+"""Canonical JSON must equal JavaScript's ``stableStringify`` byte for byte."""
 
 from __future__ import annotations
 

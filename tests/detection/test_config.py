@@ -1,4 +1,4 @@
-"""Config merge (§5), runtime resolution (§3.3), guard enabling (§9.1) and the warnings that explain them."""
+"""Config merge per agent, runtime resolution (fallbacks, clamping), guard enabling and the warnings that explain them."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_global_ordering_violation_value_accounts_for_clamped_critical() -> None
     assert len(found) == 2
 
 
-# --- Resolved point 5: "positive integer" is JS Number.isInteger(v) && v > 0 -----------------------
+# --- "positive integer" is JS Number.isInteger(v) && v > 0 -----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_detector_flags(value: Any, used: bool, warns: bool) -> None:
     assert [(w.path, w.value_used) for w in warnings] == ([(f"{G}.detectors.pingPong", used)] if warns else [])
 
 
-# --- guard (§9.1) ----------------------------------------------------------------------------------
+# --- guard ----------------------------------------------------------------------------------------
 
 
 def test_guard_enabling_and_window() -> None:
@@ -215,7 +215,7 @@ def test_guard_enabling_and_window() -> None:
     )
 
 
-# --- merge (§5) ------------------------------------------------------------------------------------
+# --- merge ----------------------------------------------------------------------------------------
 
 
 def test_merge_examples() -> None:

@@ -1,4 +1,4 @@
-"""Outcome hashing rules (§6), call signatures, known-poll detection and unknown-tool names (§4.4)."""
+"""Outcome hashing rules, call signatures, known-poll detection and unknown-tool names."""
 
 from __future__ import annotations
 
@@ -260,7 +260,7 @@ def test_send_like_results_hash_stripped_details_only(tool: str, args: Any) -> N
         ("message", {"action": "Send"}),
         ("message", {"action": " send"}),
         ("message", {"action": ["send"]}),
-        ("message", MISSING),  # pre-hashed: cannot be a message send (Resolved point 10)
+        ("message", MISSING),  # pre-hashed: cannot be a message send (no arguments to read)
         ("telegram", {"to": ""}),
         ("telegram", {"text": "no target"}),
         ("telegram", MISSING),

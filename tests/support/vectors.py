@@ -288,7 +288,7 @@ def _result(text: str | None = None, details: Any = MISSING, **extra: Any) -> di
 
 # (name, tool, args, result or MISSING, error or None)
 _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
-    # Errors and unknown-tool name extraction (§6 rule 1, §4.4).
+    # Errors (hashed by their message) and unknown-tool name extraction.
     ("error plain", "exec", {"command": "false"}, MISSING, "Command failed: exit 1"),
     ("error empty message", "exec", {}, MISSING, ""),
     ("error non-ascii", "read", {}, MISSING, "\u00e9chec \U0001f600 \u2028"),
@@ -310,14 +310,14 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
     ("unknown tool mixed case name", "x", {}, MISSING, "Unknown Tool: MyTool.V2"),
     ("unknown tool name at the length bound", "x", {}, MISSING, "unknown tool: " + "n" * 128),
     ("unknown tool name beyond the length bound", "x", {}, MISSING, "unknown tool: " + "N" * 129),
-    # Non-object results (§6 rule 2).
+    # Non-object results.
     ("result undefined", "read", {}, MISSING, None),
     ("result null", "read", {}, None, None),
     ("result string", "read", {}, "plain text", None),
     ("result number", "read", {}, 42, None),
     ("result array", "read", {}, [1, {"b": 2, "a": 1}], None),
     ("result boolean", "read", {}, True, None),
-    # Default {details, text} (§6 rules 3, 8).
+    # The default {details, text} shape.
     ("default", "read", {"path": "/x"}, _result("  hello  \n", {"size": 3, "path": "/x"}), None),
     ("default no details", "read", {}, _result("hello"), None),
     ("default details array", "read", {}, _result("hello", [1, 2]), None),
@@ -348,7 +348,7 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
     ("default js trim", "read", {}, _result("\ufeff\u00a0x\u0085\u2029", {}), None),
     ("default extra top-level keys ignored", "read", {}, _result("t", {"a": 1}, isError=True), None),
     ("default undefined-free nested", "read", {}, _result("t", {"z": {"b": [1, 2.5, None]}}), None),
-    # Loop veto vs other vetoes (§6 rule 4).
+    # The loop detector's own veto vs other vetoes.
     (
         "loop veto",
         "exec",
@@ -387,7 +387,7 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
         _result("x", {"status": "blocked"}),
         None,
     ),
-    # exec (§6.1).
+    # exec.
     (
         "exec running",
         "exec",
@@ -487,7 +487,7 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
     ("exec no status", "exec", {}, _result("x", {"pid": 3}), None),
     ("exec non-string status", "exec", {}, _result("x", {"status": 5}), None),
     ("exec blocked by plugin", "exec", {}, _result("x", {"status": "blocked"}), None),
-    # process poll/log (§6.3).
+    # process poll/log.
     (
         "process poll",
         "process",
@@ -542,7 +542,7 @@ _OUTCOMES: Final[list[tuple[str, str, Any, Any, str | None]]] = [
     ("process args undefined", "process", MISSING, _result("l", {"status": "x"}), None),
     ("Process case-sensitive", "Process", {"action": "poll"}, _result("l", {"status": "x"}), None),
     ("command_status default", "command_status", {"id": "c"}, _result("t", {"status": "running"}), None),
-    # Sends (§6.2).
+    # Sends.
     (
         "sessions_send strips ids",
         "sessions_send",
@@ -933,7 +933,7 @@ def gateway_outcome_hash(tool: str, args: Any, result: Any, error: str | None) -
     """The outcome hash a gateway computes for a finished call (OpenClaw ``hashToolOutcome`` semantics).
 
     ``error`` wins; an absent result (``MISSING``) has no hash; any other result - JSON ``null`` included,
-    which on the wire would mean "no outcome" - is hashed by the §6 rules.
+    which on the wire would mean "no outcome" - is hashed by the result rules (``streams/detection/outcome.py``).
     """
     if error is not None:
         return hash_outcome(tool, args, Outcome(error=error))

@@ -1,6 +1,6 @@
 """What-if on the shared conformance scenarios reports exactly the differences the semantics imply.
 
-Expectations come from the semantics document (hand-derived numbers, or the small model in ``support.py``
+Expectations come from OpenClaw's rules (hand-derived numbers, or the small model in ``support.py``
 whose docstring cites the rules), never from the implementation's own output.
 """
 
@@ -159,7 +159,7 @@ def test_sweep_critical_threshold_on_the_sticky_scenario(
     assert report["sweep"]["current_value"] == 20
     for p in points:
         model = identical_calls_model(N_STICKY, 10, p["value"])
-        # §3.3: critical <= warning (10) runs as 11; the global breaker follows at least critical + 1.
+        # clamping: critical <= warning (10) runs as 11; the global breaker follows at least critical + 1.
         effective = max(p["value"], 11)
         assert p["resolved"]["criticalThreshold"] == effective
         assert p["resolved"]["globalCircuitBreakerThreshold"] == max(30, effective + 1)
@@ -170,7 +170,7 @@ def test_sweep_critical_threshold_on_the_sticky_scenario(
 
 
 def test_sweep_unknown_tool_threshold(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    # 12 calls of exec failing with "Tool exec not found", changing args (§4.4): with threshold t the call at
+    # 12 calls of exec failing with "Tool exec not found", changing args (the unknown-tool threshold): with threshold t the call at
     # index t is the first blocked (t earlier failures), sticky to the end: 12 - t blocks; none for t >= 12.
     config, events = scenario_files("unknown_tool_block_at_threshold", tmp_path)
     report = whatif(
@@ -187,7 +187,7 @@ def test_sweep_unknown_tool_threshold(tmp_path: Path, capsysbinary: pytest.Captu
 
 
 def test_guard_window_sweep_and_candidate(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    # compaction_retry then 5 identical calls with identical results; rolling detection off, guard on (§9).
+    # compaction_retry then 5 identical calls with identical results; rolling detection off, post-compaction guard on.
     # Window w aborts on the w-th identical observation (index w, count w) when w <= 5; never for w > 5.
     name = "guard_window_size_5_at"
     config, events = scenario_files(name, tmp_path)
