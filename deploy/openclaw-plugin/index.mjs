@@ -1,5 +1,6 @@
 // loopwatch bridge: an OpenClaw plugin that publishes every tool call, tool result and successful compaction
-// to loopwatch (Kafka topic loopwatch.events, design.md §3) and, with `enforce`, applies loopwatch's verdicts.
+// to loopwatch (Kafka topic loopwatch.events, in the schema of schemas/json/event.schema.json) and, with
+// `enforce`, applies loopwatch's verdicts.
 //
 // register() may run more than once per process (registration modes "full", "discovery", ...; which one's
 // hooks dispatch depends on the OpenClaw version), so hooks are registered in every mode except

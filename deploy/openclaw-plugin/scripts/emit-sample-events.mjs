@@ -1,6 +1,6 @@
 // Drives the bridge's hook handlers through a representative session and prints what it would publish, one
 // JSON line per record: {"mode": "hash"|"raw", "key": <record key>, "value": <record value text>}.
-// tests/openclaw/test_plugin_events.py decodes every value with loopwatch's own decoder (design.md §3) and
+// tests/openclaw/test_plugin_events.py decodes every value with loopwatch's own decoder (streams/decode.py) and
 // checks that gateway-side hashes equal what loopwatch computes from the raw records.
 import { createBridge } from "../lib/bridge.mjs";
 import { resolveConfig } from "../lib/config.mjs";

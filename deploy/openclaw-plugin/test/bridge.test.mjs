@@ -1,4 +1,5 @@
-// The hook handlers: OpenClaw hook events in, design.md §3 records out, enforcement decisions back.
+// The hook handlers: OpenClaw hook events in, event records (schemas/json/event.schema.json) out, enforcement
+// decisions back.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
