@@ -1,4 +1,5 @@
-"""Pure parts of topic audit replay: range bounds, per-partition replay, verdict comparison, run explanations."""
+"""Pure parts of topic audit replay: per-partition replay, verdict comparison, run explanations (range bounds:
+``tests/kafka/test_reader.py``)."""
 
 from __future__ import annotations
 
@@ -23,45 +24,6 @@ SCENARIOS = {s["name"]: s for s in load_scenarios()}
 GENERIC = SCENARIOS["generic_warning_then_block_sticky"]
 UNKNOWN = SCENARIOS["unknown_tool_block_at_threshold"]
 PINGPONG = SCENARIOS["pingpong_block_at_critical"]
-
-
-# --- range bounds -----------------------------------------------------------------------------------------
-
-
-def test_parse_single_offset_applies_to_all_partitions() -> None:
-    bound = reader.parse_bound("42")
-    assert bound == reader.OffsetBound(default=42)
-    assert isinstance(bound, reader.OffsetBound)
-    assert reader.resolve_offsets(bound, {0: 0, 1: 0}, {0: 100, 1: 10}) == {0: 42, 1: 10}
-
-
-def test_parse_per_partition_offsets() -> None:
-    bound = reader.parse_bound("0:100, 1:250")
-    assert bound == reader.OffsetBound(per_partition={0: 100, 1: 250})
-    assert isinstance(bound, reader.OffsetBound)
-    # unlisted partitions keep the natural bound; everything is clamped to the end offsets
-    assert reader.resolve_offsets(bound, {0: 5, 1: 5, 2: 7}, {0: 300, 1: 200, 2: 9}) == {0: 100, 1: 200, 2: 7}
-    assert reader.resolve_offsets(None, {0: 3}, {0: 9}) == {0: 3}
-    assert reader.parse_bound("3:1") == reader.OffsetBound(per_partition={3: 1})
-    assert reader.unknown_partitions(reader.parse_bound("0:1,7:2"), [0, 1, 2, 3]) == [7]
-
-
-@pytest.mark.parametrize(
-    ("text", "ms"),
-    [
-        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
-        ("2026-01-01T01:00:00.250+01:00", 1_767_225_600_250),
-        ("2026-01-01t00:00:00z", 1_767_225_600_000),
-    ],
-)
-def test_parse_rfc3339_times(text: str, ms: int) -> None:
-    assert reader.parse_bound(text) == reader.TimeBound(ms)
-
-
-@pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
-def test_parse_rejects_bad_bounds(text: str) -> None:
-    with pytest.raises(reader.RangeError):
-        reader.parse_bound(text)
 
 
 # --- per-partition replay ---------------------------------------------------------------------------------
