@@ -1,4 +1,5 @@
-"""Config merge per agent, runtime resolution (fallbacks, clamping), guard enabling and the warnings that explain them."""
+"""Config merge per agent, runtime resolution (fallbacks, clamping), guard enabling and the warnings that
+explain them."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from streams.detection.guard import GuardState, arm, observe
 
 
 class ReferenceGuard:
-    """The post-compaction guard literally: a list of the window's observations and a count of those equal to the newest."""
+    """The post-compaction guard literally: a list of the window's observations and a count of those equal to
+    the newest."""
 
     def __init__(self) -> None:
         self.enabled = False

@@ -43,12 +43,12 @@ Decision = tuple[int, str, str, int, bool]  # index, decision, detector, count, 
 def identical_calls_model(n: int, warning: int, critical: int) -> list[Decision]:
     """Decisions for ``n`` identical calls with identical results, derived by hand from OpenClaw's rules.
 
-    Clamping: ``critical <= warning`` runs as ``warning + 1``. genericRepeat: a call warns when at least ``warning``
-    earlier identical calls are in the history (count = that number) and blocks when the no-progress streak
-    (here: every earlier recorded call) reaches ``critical`` (count = the streak). A blocked call is not
+    Clamping: ``critical <= warning`` runs as ``warning + 1``. genericRepeat: a call warns when at least
+    ``warning`` earlier identical calls are in the history (count = that number) and blocks when the no-progress
+    streak (here: every earlier recorded call) reaches ``critical`` (count = the streak). A blocked call is not
     recorded, so the streak stays at ``critical`` and every later call is blocked with that count.
-    Deviation 2 of docs/semantics.md: a warning is published when ``count // warning`` passes the last published bucket (start 0);
-    blocks are always published. (History 30 and global 30 are not reached for n <= 30.)
+    Deviation 2 of docs/semantics.md: a warning is published when ``count // warning`` passes the last published
+    bucket (start 0); blocks are always published. (History 30 and global 30 are not reached for n <= 30.)
     """
     critical = max(critical, warning + 1)
     out: list[Decision] = []

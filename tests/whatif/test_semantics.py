@@ -170,8 +170,9 @@ def test_sweep_critical_threshold_on_the_sticky_scenario(
 
 
 def test_sweep_unknown_tool_threshold(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    # 12 calls of exec failing with "Tool exec not found", changing args (the unknown-tool threshold): with threshold t the call at
-    # index t is the first blocked (t earlier failures), sticky to the end: 12 - t blocks; none for t >= 12.
+    # 12 calls of exec failing with "Tool exec not found", changing args (the unknown-tool threshold): with
+    # threshold t the call at index t is the first blocked (t earlier failures), sticky to the end: 12 - t blocks;
+    # none for t >= 12.
     config, events = scenario_files("unknown_tool_block_at_threshold", tmp_path)
     report = whatif(
         capsysbinary,

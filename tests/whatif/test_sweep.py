@@ -54,7 +54,8 @@ def _config() -> LoadedConfig:
 
 def test_value_goes_to_the_global_block_and_to_agents_that_set_the_key() -> None:
     config = _config()
-    # As loaded: main merges 15 + 12 and is clamped to 15/16 (per-agent merge, then clamping); ops inherits 15 and has window 4.
+    # As loaded: main merges 15 + 12 and is clamped to 15/16 (per-agent merge, then clamping); ops inherits 15
+    # and has window 4.
     assert config.for_agent("main").critical_threshold == 16
     swept = with_value(config, "criticalThreshold", 18)
     main, ops, quiet = (swept.for_agent(a) for a in ("main", "ops", "quiet"))
