@@ -43,6 +43,15 @@
    group's committed offsets. Also: a table-recovery seek below offset 0 (seen for standby partitions under
    the chaos test, where it crashed the worker) reads the changelog from its beginning.
 
+**Bulk delivery** (not a remedy; opt-in per topic with :meth:`CompatConsumer.deliver_in_bulk`): a stream
+topic's records are taken out of Faust's own fetch loop (``_wait_next_records``) as whole gapless runs per
+partition and handed to a :class:`BulkSink`, instead of one Faust message, event and stream step each.
+Faust keeps the group, assignment, tables, changelog, recovery and commits; the sink's owner reports the
+position up to which a partition's records are durably processed (:meth:`CompatConsumer.advance`) and
+Faust's commit loop commits that position. Every revocation bumps a delivery epoch and first waits for the
+sink's batches in flight (:meth:`BulkSink.revoked`); a position reported for an older epoch, or beyond what
+was delivered, is refused (an invariant check, logged).
+
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
 ``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow`` for
@@ -59,9 +68,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError
@@ -72,6 +81,7 @@ from streams.kafka.security import KafkaSecurity
 __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
     "EMBEDDED_SESSION_TIMEOUT",
+    "BulkSink",
     "CompatConsumer",
     "CompatConsumerThread",
     "CompatOptions",
@@ -369,6 +379,16 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         )
 
 
+class BulkSink(Protocol):
+    """Where :class:`CompatConsumer` hands a bulk topic's records (see :meth:`CompatConsumer.deliver_in_bulk`)."""
+
+    async def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> None:
+        """Take a gapless run of one partition's records (aiokafka ``ConsumerRecord``); may wait for room."""
+
+    async def revoked(self, revoked: set[Any]) -> None:
+        """A revocation starts: drop what was not started and return once nothing taken is still in flight."""
+
+
 class CompatConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`, with remedies 3 and 4: stream
     partitions are held from the moment Faust resumes them until they are positioned and the flow resumes, and
@@ -381,6 +401,10 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._next_delivery: dict[Any, int] = {}  # stream partition -> offset of the next record to deliver
         self._rereading: set[Any] = set()  # partitions sought back: later records wait for that offset
         self._gapless_tps: dict[Any, bool] = {}
+        self._bulk: dict[str, BulkSink] = {}  # topic -> sink
+        self._bulk_epoch = 0  # bumped by every revocation and assignment
+        self._revoking = False
+        self._bulk_positions: dict[Any, int] = {}  # durably processed up to here, not committed yet
 
     @property
     def compat_options(self) -> CompatOptions:
@@ -523,6 +547,103 @@ class CompatConsumer(faust_aiokafka.Consumer):
         except IllegalStateError:  # revoked meanwhile: its next owner starts from the committed offset
             log.info("%s[%d]: not re-read from %d, no longer assigned", tp.topic, tp.partition, offset)
 
+    # --- bulk delivery -------------------------------------------------------------------------------------
+
+    def deliver_in_bulk(self, topic: str, sink: BulkSink) -> None:
+        """Hand ``topic``'s records to ``sink`` in gapless runs per partition, never to Faust's streams; commits
+        follow :meth:`advance`. ``topic`` must be a stream topic (gapless, see remedy 4)."""
+        self._bulk[topic] = sink
+
+    @property
+    def bulk_epoch(self) -> int:
+        """Changes at every revocation and assignment: work taken in an older epoch must not be started."""
+        return self._bulk_epoch
+
+    def advance(self, tp: Any, offset: int, epoch: int) -> bool:
+        """Records of ``tp`` below ``offset`` are durably processed: commit up to there. Refused (False) for an
+        older epoch (the one being revoked may still report while :meth:`BulkSink.revoked` waits for it) or an
+        offset beyond what was delivered (nothing is committed past an undelivered record)."""
+        delivered = self._next_delivery.get(tp)
+        current = epoch == self._bulk_epoch or (self._revoking and epoch == self._bulk_epoch - 1)
+        if not current or delivered is None or offset > delivered:
+            log.warning(
+                "%s[%d]: position %d of epoch %d not committed (epoch %d, delivered up to %s)",
+                tp.topic, tp.partition, offset, epoch, self._bulk_epoch, delivered,
+            )  # fmt: skip
+            return False
+        if offset > self._bulk_positions.get(tp, -1):
+            self._bulk_positions[tp] = offset
+        return True
+
+    async def _wait_next_records(self, timeout: float) -> Any:
+        epoch = self._bulk_epoch
+        records, active = await super()._wait_next_records(timeout)
+        if not records or not self._bulk or not any(tp.topic in self._bulk for tp in records):
+            return records, active
+        rest = {tp: recs for tp, recs in records.items() if tp.topic not in self._bulk}
+        # What Faust's getmany checks before delivering a record, once per partition here.
+        if self.should_stop or not self.flow_active or self._revoking or epoch != self._bulk_epoch:
+            return rest, active  # nothing delivered: remedy 4 re-reads whatever was fetched
+        generation = self.app.consumer_generation_id
+        inbound = self.app.monitor.stream_inbound_time
+        gaps: dict[Any, tuple[int, int]] = {}
+        for tp, recs in records.items():
+            sink = self._bulk.get(tp.topic)
+            if sink is None or (active is not None and tp not in active):
+                continue
+            run = self._gapless_run(tp, recs, gaps)
+            if run:
+                self._read_offset[tp] = run[-1].offset
+                self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
+                inbound[tp] = time.monotonic()  # Faust's livelock check: this partition is being processed
+                await sink.put(tp, run, generation, epoch)
+        for tp, (expected, offset) in gaps.items():
+            await self._reread(tp, expected, offset)
+        return rest, active
+
+    def _gapless_run(self, tp: Any, records: Sequence[Any], gaps: dict[Any, tuple[int, int]]) -> Sequence[Any]:
+        """The records that continue ``tp`` gaplessly from the next expected offset (remedy 4 for a whole run)."""
+        n = len(records)
+        start = 0
+        expected = self._next_delivery.get(tp)
+        if expected is not None:
+            while start < n and records[start].offset < expected:
+                start += 1  # delivered already
+            if start == n:
+                return ()
+            if records[start].offset != expected:
+                if tp not in self._rereading:
+                    gaps[tp] = (expected, records[start].offset)
+                return ()
+        first = records[start].offset
+        end = start + 1
+        while end < n and records[end].offset == first + end - start:
+            end += 1
+        self._next_delivery[tp] = first + end - start
+        self._rereading.discard(tp)
+        if end < n:
+            gaps[tp] = (first + end - start, records[end].offset)
+        return records if start == 0 and end == n else records[start:end]
+
+    def _filter_tps_with_pending_acks(self, topics: Any = None) -> Iterator[Any]:
+        acked = list(super()._filter_tps_with_pending_acks(topics))
+        seen = set(acked)
+        acked += [
+            tp
+            for tp in self._bulk_positions
+            if tp not in seen and (topics is None or tp in topics or tp.topic in topics)
+        ]
+        return iter(acked)
+
+    def _new_offset(self, tp: Any) -> int | None:
+        position = self._bulk_positions.pop(tp, None)
+        return position if position is not None else super()._new_offset(tp)
+
+    async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        self._bulk_epoch += 1
+        self._revoking = False
+        await super().on_partitions_assigned(assigned, generation_id)
+
     async def _seek(self, partition: Any, offset: int) -> None:
         # Faust's own ``_seek`` calls aiokafka from this (the main) thread; do it on the consumer's thread.
         await self._thread.call_thread(cast(Any, self._thread.seek), partition, offset)
@@ -539,6 +660,19 @@ class CompatConsumer(faust_aiokafka.Consumer):
         )  # fmt: skip
 
     async def on_partitions_revoked(self, revoked: set[Any]) -> None:
+        if self._bulk:
+            # Nothing taken before this point may be started, or acknowledged, once the partitions move on:
+            # wait for the sinks' batches in flight, commit what they made durable, then let Faust go on.
+            self._bulk_epoch += 1
+            self._revoking = True
+            for sink in self._bulk.values():
+                await sink.revoked(revoked)
+            bulk_revoked = {tp for tp in revoked if tp.topic in self._bulk}
+            if bulk_revoked & set(self._bulk_positions):
+                with contextlib.suppress(Exception):  # not committed: the next owner re-reads (idempotent)
+                    await self.commit(bulk_revoked)
+            for tp in revoked:
+                self._bulk_positions.pop(tp, None)
         for tp in revoked:
             self._next_delivery.pop(tp, None)
             self._rereading.discard(tp)

@@ -2,7 +2,10 @@
 
 Three tasks per worker (see :mod:`streams.worker.processing` for what is decided):
 
-1. *reader*: iterates the agent's stream with acknowledgements off (``stream.noack()``) and queues events;
+1. *reader*: with ``--delivery stream``, iterates the agent's stream with acknowledgements off
+   (``stream.noack()``) and queues events; with ``--delivery bulk`` (the default) there is no reader: the
+   consumer's fetch loop hands whole gapless runs of records to :mod:`streams.worker.bulk`, skipping Faust's
+   per-record message, event and stream work;
 2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
    the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
    Per run it reads the state once and computes the new one (kept in a pending overlay until stored), then
@@ -10,15 +13,19 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
 3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts and dead
    letters, it writes the batch's states to the table and their changelog records (each "as" the run's own
    source event, so the RocksDB partition database and the changelog partition are the source partition's:
-   co-partitioning); once those are confirmed too, it acknowledges the batch's events.
+   co-partitioning); once those are confirmed too, it acknowledges the batch's events (bulk: reports each
+   partition's position to the consumer, which Faust's commit loop commits).
 
 Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
 event is never committed before its state, verdicts and dead letter are durable. A stored state is written
 only after its verdicts were confirmed, so a redelivered event that the stored state already covers needs
 nothing re-published; an event whose state was not stored is applied again, from the same earlier state, and
 produces the same verdicts (same ``verdict_id``, same bytes). Any error before acknowledgement ends the
-process (no acknowledgement, no commit): the next owner gets the events again. Nothing here depends on the
-embedded broker, apart from the remedies of :mod:`streams.kafka.compat` and :mod:`streams.kafka.embedded`.
+process (no acknowledgement, no commit): the next owner gets the events again. A revocation first waits for
+every batch in flight (stream: Faust waits for unacknowledged events; bulk: :class:`BulkIntake` waits for
+begun batches), so no state of a partition is written after its next owner may have started. Nothing here
+depends on the embedded broker, apart from the remedies of :mod:`streams.kafka.compat` and
+:mod:`streams.kafka.embedded`.
 """
 
 from __future__ import annotations
@@ -43,8 +50,9 @@ from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_setti
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
+from streams.worker.bulk import BulkIntake, Chunk
 from streams.worker.deadletter import DeadLetterPolicy
-from streams.worker.event_context import as_current_event
+from streams.worker.event_context import as_current_event, source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
@@ -72,7 +80,7 @@ class _ReaderStopped:
 class _InFlight:
     """A processed batch on its way to being stored and acknowledged."""
 
-    events: Sequence[Any]
+    size: int  # events in the batch
     sent: Any  # future: confirmation of the verdicts and dead letters
     writes: list[tuple[bytes, bytes, int, Any]]  # (key, envelope, partition, the run's last source event)
     publications: list[Publication] = field(default_factory=list)
@@ -81,6 +89,9 @@ class _InFlight:
     redelivered: int = 0
     duplicates: int = 0
     next_offsets: dict[int, int] = field(default_factory=dict)
+    events: Sequence[Any] = ()  # stream delivery: the Faust events to acknowledge
+    positions: dict[Any, int] = field(default_factory=dict)  # bulk delivery: partition -> next offset
+    epoch: int = 0  # bulk delivery: the consumer's delivery epoch the batch was taken in
 
 
 class LoopwatchWorker:
@@ -105,6 +116,8 @@ class LoopwatchWorker:
         self._next_offsets: dict[int, int] = {}
         self._lag_partitions: set[int] = set()
         self._offsets = OffsetTracker()
+        self._sources: dict[int, Any] = {}  # partition -> stand-in current event (bulk delivery)
+        self._intake = BulkIntake(settings.max_batch * 4, on_revoked=self._offsets.forget)
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
@@ -126,6 +139,7 @@ class LoopwatchWorker:
             autodiscover=False,
         )
         apply_kafka_compat(app)
+        self.bulk = settings.delivery == "bulk"
         if settings.embedded:
             shorten_fetch_wait(app)
         self.app = app
@@ -142,6 +156,8 @@ class LoopwatchWorker:
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
         self.storms = StormWatch(app, settings, metrics)
+        if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
+            cast(CompatConsumer, app.consumer).deliver_in_bulk(settings.events_topic, self._intake)
 
     # --- topics ------------------------------------------------------------------------------------------
 
@@ -182,11 +198,19 @@ class LoopwatchWorker:
         # it out of the cyclic garbage collector's full passes, which otherwise pause the loop for ~70 ms.
         gc.collect()
         gc.freeze()
+        if self.bulk:
+            await self._run_bulk()
+            return
         manual = stream.noack()
         events: asyncio.Queue[Any] = asyncio.Queue(maxsize=self.settings.max_batch * 4)
         pending: asyncio.Queue[_InFlight] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         reader = asyncio.ensure_future(self._read(manual, events))
-        acker = asyncio.ensure_future(self._ack(manual, pending))
+
+        async def acknowledge(flight: _InFlight) -> None:
+            for event in flight.events:
+                await manual.ack(event)
+
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
         last_size = 0
@@ -212,7 +236,12 @@ class LoopwatchWorker:
                     batch.append(nxt)
                 last_size = len(batch)
                 try:
-                    flight = await self._process(batch)
+                    records = [
+                        InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)
+                    ]
+                    flight = await self._process(records, batch.__getitem__)
+                    if flight is not None:
+                        flight.events = batch
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -241,7 +270,7 @@ class LoopwatchWorker:
                     continue
                 consumer.discard(message)
                 if isinstance(step, Jump):
-                    await self._reread(consumer, message, step)
+                    await self._reread(consumer, message.tp, message.offset, step)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -255,8 +284,7 @@ class LoopwatchWorker:
             committed = await _earliest(consumer, tp)
         self._offsets.start(tp.partition, generation, committed)
 
-    async def _reread(self, consumer: CompatConsumer, message: Any, jump: Jump) -> None:
-        tp = message.tp
+    async def _reread(self, consumer: CompatConsumer, tp: Any, offset: int, jump: Jump) -> None:
         target = max(jump.first, await _earliest(consumer, tp))
         self.metrics.skipped_offsets.inc(jump.count)
         if target > jump.first:
@@ -267,11 +295,13 @@ class LoopwatchWorker:
             self._offsets.reread_from(tp.partition, target)
         log.warning(
             "%s[%d]: offsets %d..%d were never delivered before offset %d: not applied, re-reading from %d",
-            tp.topic, tp.partition, jump.first, jump.last, message.offset, target,
+            tp.topic, tp.partition, jump.first, jump.last, offset, target,
         )  # fmt: skip
         await consumer.rewind(tp, target)
 
-    async def _ack(self, stream: Any, pending: asyncio.Queue[_InFlight]) -> None:
+    async def _ack(
+        self, pending: asyncio.Queue[_InFlight], acknowledge: Callable[[_InFlight], Awaitable[None]]
+    ) -> None:
         """Per batch, in order: verdicts confirmed -> states stored -> changelog confirmed -> acknowledge."""
         while True:
             flight = await pending.get()
@@ -284,10 +314,91 @@ class LoopwatchWorker:
                 self._fatal(exc)
                 return
             if not stored:
+                self._intake.stop()
                 return  # shutting down: leave the rest unacknowledged, it is redelivered
-            for event in flight.events:
-                await stream.ack(event)
+            await acknowledge(flight)
             self._count(flight)
+
+    # --- bulk delivery -----------------------------------------------------------------------------------
+
+    async def _run_bulk(self) -> None:
+        """The processor for records the consumer hands over in bulk (:mod:`streams.worker.bulk`)."""
+        consumer = cast(CompatConsumer, self.app.consumer)
+        intake = self._intake
+        pending: asyncio.Queue[_InFlight] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+
+        async def acknowledge(flight: _InFlight) -> None:
+            for tp, offset in flight.positions.items():
+                consumer.advance(tp, offset, flight.epoch)
+            intake.settle()
+
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge))
+        max_batch = self.settings.max_batch
+        linger = self.settings.batch_linger
+        last_size = 0
+        try:
+            while True:
+                await intake.wait()
+                waiting = intake.waiting()
+                if linger > 0 and waiting < max_batch and (waiting > 1 or last_size > 1):
+                    await asyncio.sleep(linger)  # as in the stream path: let a growing batch fill
+                epoch = consumer.bulk_epoch
+                records, positions = await self._admit(consumer, intake.take(max_batch), epoch)
+                if not records or consumer.bulk_epoch != epoch:
+                    continue  # a revocation meanwhile: its next owner (maybe us again) re-reads the records
+                last_size = len(records)
+                intake.begin()  # no await between the epoch check and here: a revocation now waits for it
+                try:
+                    sources = [self._source(rec) for rec in records]
+                    flight = await self._process(records, sources.__getitem__)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._fatal(exc)
+                    return
+                if flight is None:
+                    intake.settle()
+                    intake.stop()
+                    return  # shutting down: nothing acknowledged
+                flight.positions = positions
+                flight.epoch = epoch
+                await pending.put(flight)
+        finally:
+            acker.cancel()
+
+    async def _admit(
+        self, consumer: CompatConsumer, chunks: list[Chunk], epoch: int
+    ) -> tuple[list[InputRecord], dict[Any, int]]:
+        """The records :mod:`streams.worker.offsets` lets apply, and each partition's next offset after them."""
+        tracker = self._offsets
+        records: list[InputRecord] = []
+        positions: dict[Any, int] = {}
+        for chunk in chunks:
+            if chunk.epoch != epoch:
+                continue
+            tp = chunk.tp
+            partition = tp.partition
+            if not tracker.knows(partition, chunk.generation):
+                await self._start_partition(consumer, tp, chunk.generation)
+                if consumer.bulk_epoch != epoch:
+                    return [], {}
+            observe = tracker.observe
+            for rec in chunk.records:
+                step = observe(partition, rec.offset)
+                if step is Step.APPLY:
+                    records.append(InputRecord(rec.topic, partition, rec.offset, rec.key, rec.value))
+                    positions[tp] = rec.offset + 1
+                elif isinstance(step, Jump):
+                    await self._reread(consumer, tp, rec.offset, step)
+                    break  # the rest waits for the re-read
+        return records, positions
+
+    def _source(self, record: InputRecord) -> Any:
+        """The stand-in current event of a bulk record's partition (see :mod:`streams.worker.event_context`)."""
+        source = self._sources.get(record.partition)
+        if source is None:
+            source = self._sources[record.partition] = source_partition(record.topic, record.partition)
+        return source
 
     async def _store(self, flight: _InFlight) -> bool:
         """Write a confirmed batch's states to the table and the changelog; wait for the changelog."""
@@ -309,17 +420,17 @@ class LoopwatchWorker:
             self._note_persisted([p for _, _, p, _ in flight.writes], metas)
         return True
 
-    async def _process(self, batch: Sequence[Any]) -> _InFlight | None:
+    async def _process(self, records: list[InputRecord], source: Callable[[int], Any]) -> _InFlight | None:
         """Apply one batch and send its verdicts and dead letters; the acker does the rest.
 
-        Returns None, touching nothing, once the table is shutting down: the events stay unacknowledged and
-        are redelivered. A run's state is read from the pending overlay first (a batch still in flight may
-        have a newer state than the table).
+        ``source(i)`` is the event the table treats as current for record ``i`` (its partition). Returns None,
+        touching nothing, once the table is shutting down: the events stay unacknowledged and are redelivered.
+        A run's state is read from the pending overlay first (a batch still in flight may have a newer state
+        than the table).
         """
         if self.table.should_stop:
             return None
         now_ms = int(time.time() * 1000)
-        records = [InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)]
         next_offsets = {rec.partition: rec.offset + 1 for rec in records}
         plan = plan_batch(records, now_ms, self._dead_letter_policy)
         data = self.table.data
@@ -334,12 +445,12 @@ class LoopwatchWorker:
                 key = group.key
                 stored = pending.get(key)
                 if stored is None:
-                    with as_current_event(batch[group.indexes[0]]):
+                    with as_current_event(source(group.indexes[0])):
                         stored = data.get(key)
                 result = process(group, records, stored, now_ms)
                 if result.value is not None:
                     pending[key] = result.value
-                    writes.append((key, result.value, result.partition, batch[group.indexes[-1]]))
+                    writes.append((key, result.value, result.partition, source(group.indexes[-1])))
                 publications.extend(result.publications)
                 applied_types.extend(result.applied_types)
                 redelivered += result.redelivered
@@ -350,7 +461,7 @@ class LoopwatchWorker:
             futures = [await send(verdicts, p.key, p.value, None, None, None) for p in publications]
             futures += [await send(dead_topic, d.key, d.value, None, None, None) for d in plan.dead_letters]
         return _InFlight(
-            events=batch,
+            size=len(records),
             sent=asyncio.gather(*futures),
             writes=writes,
             publications=publications,
@@ -378,7 +489,7 @@ class LoopwatchWorker:
             metrics.count_loop_cost(pub.decision, pub.detector, pub.cost)
             if pub.event_ts_ms is not None:
                 metrics.latency.observe(max(0.0, confirmed - pub.event_ts_ms / 1000.0))
-        metrics.batch_events.observe(len(flight.events))
+        metrics.batch_events.observe(flight.size)
         self._next_offsets.update(flight.next_offsets)
 
     def _note_persisted(self, partitions: Sequence[int], metas: Sequence[Any]) -> None:

@@ -7,6 +7,9 @@ writes raise ``TypeError`` or, with a stale event, land in the wrong partition).
 run's own source event for the duration of each read and write keeps every key in its source partition:
 the co-partitioning that table recovery and rebalancing rely on.
 
+Bulk delivery has no Faust events at all: :func:`source_partition` stands in for one, carrying only what the
+table and its stores read from the current event (the source topic and partition).
+
 This is Faust's own mechanism (``faust.streams._current_event``; pinned faust-streaming 0.15.3), used
 exactly as its stream iterator uses it; tests/integration/test_worker_*.py checks the resulting changelog
 partitions on a real broker.
@@ -20,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from faust import streams as _faust_streams
+from faust.types import TP
 
 _CURRENT_EVENT: Any = _faust_streams._current_event
 
@@ -32,3 +36,24 @@ def as_current_event(event: Any) -> Iterator[None]:
         yield
     finally:
         _CURRENT_EVENT.reset(token)
+
+
+class _SourceMessage:
+    __slots__ = ("partition", "topic", "tp")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.tp = TP(topic, partition)
+
+
+class _SourceEvent:
+    __slots__ = ("__weakref__", "message")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.message = _SourceMessage(topic, partition)
+
+
+def source_partition(topic: str, partition: int) -> Any:
+    """A stand-in current event of ``topic[partition]``: table keys read or written "as" it use that partition."""
+    return _SourceEvent(topic, partition)

@@ -80,6 +80,10 @@ class OffsetTracker:
         part.rereading = True
         return Jump(partition, part.next, offset - 1)
 
+    def forget(self) -> None:
+        """A revocation: every partition needs a new starting point (the committed offset) before it applies."""
+        self._parts.clear()
+
     def reread_from(self, partition: int, offset: int) -> None:
         """After a :class:`Jump` whose start retention deleted meanwhile: re-read from ``offset`` instead."""
         part = self._parts[partition]

@@ -168,6 +168,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("--max-batch", "max_batch", _int, "most events applied per batch (one state write per run)"),
     Option("--batch-linger", "batch_linger", _float, "under load, seconds a batch may fill before it is processed"),
     Option(
+        "--delivery",
+        "delivery",
+        str,
+        "how events reach the processor: in bulk from the consumer's fetch loop, or one Faust event each",
+        ("bulk", "stream"),
+    ),
+    Option(
         "--rocksdb-write-buffer-mb",
         "rocksdb_write_buffer_mb",
         _float,

@@ -39,6 +39,7 @@ DEFAULT_ROCKSDB_BLOCK_CACHE_MB: Final = 8.0
 ROCKSDB_WRITE_BUFFERS: Final = 2
 
 StoreKind = Literal["rocksdb", "memory"]
+Delivery = Literal["bulk", "stream"]
 
 
 class SettingsError(ValueError):
@@ -63,6 +64,7 @@ class WorkerSettings:
     embedded: bool = False
     max_batch: int = 500
     batch_linger: float = 0.01
+    delivery: Delivery = "bulk"  # how the events topic's records reach the processor (streams.worker.app)
     sweep_interval: float | None = None
     log_level: str = "info"
     worker_id: str | None = None
@@ -87,6 +89,8 @@ class WorkerSettings:
             raise SettingsError("state TTL must not be negative (0 disables expiry)")
         if not 0 <= self.batch_linger <= 1:
             raise SettingsError("batch linger must be between 0 and 1 second")
+        if self.delivery not in ("bulk", "stream"):
+            raise SettingsError(f"delivery must be bulk or stream, not {self.delivery!r}")
         if not 1 <= self.max_batch <= 10_000:
             raise SettingsError("max batch must be between 1 and 10000")
         for name, port in (("metrics", self.metrics_port), ("web", self.web_port)):

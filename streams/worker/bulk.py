@@ -1,0 +1,120 @@
+"""Bulk intake: the events topic's records, as the consumer's fetch loop hands them over, until processed.
+
+With ``--delivery bulk`` the consumer (:meth:`streams.kafka.compat.CompatConsumer.deliver_in_bulk`) puts each
+fetched gapless run of one partition's records here instead of passing every record through Faust's
+message, event and stream machinery; the worker's processor takes up to a batch of records at a time. The
+queue is bounded (the fetch loop waits for room), so batches grow with load and memory does not.
+
+Revocation is the delicate part: a batch taken before the partitions move on must never be started after,
+and one already started must be stored and its position reported before the next owner may begin. So
+:meth:`BulkIntake.revoked` drops every queued chunk, lets the owner forget its offset bookkeeping, and
+returns only once every batch begun (:meth:`begin`) is settled (:meth:`settle`), or the worker stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_REVOKE_LOG_EVERY = 10.0  # seconds between "still waiting" lines while a revocation waits for batches
+
+
+@dataclass(slots=True)
+class Chunk:
+    """A gapless run of one partition's records, fetched in one consumer ``generation`` and delivery ``epoch``."""
+
+    tp: Any
+    records: Sequence[Any]
+    generation: int | None
+    epoch: int
+
+
+class BulkIntake:
+    """The :class:`streams.kafka.compat.BulkSink` of the worker: a bounded queue of chunks plus the count of
+    batches begun and not yet settled, which a revocation waits for."""
+
+    def __init__(self, limit: int, on_revoked: Callable[[], None]) -> None:
+        self._chunks: deque[Chunk] = deque()
+        self._count = 0
+        self._limit = limit
+        self._room = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._unsettled = 0
+        self._stopped = False
+        self._on_revoked = on_revoked
+
+    # --- the consumer's side ------------------------------------------------------------------------------
+
+    async def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> None:
+        while self._count >= self._limit and not self._stopped:
+            self._room.clear()
+            await self._room.wait()
+        self._chunks.append(Chunk(tp, records, generation, epoch))
+        self._count += len(records)
+        self._ready.set()
+
+    async def revoked(self, revoked: set[Any]) -> None:
+        self._chunks.clear()
+        self._count = 0
+        self._room.set()
+        self._on_revoked()
+        while self._unsettled and not self._stopped:
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), _REVOKE_LOG_EVERY)
+            except TimeoutError:
+                log.warning("revocation waits for %d batches in flight to be stored", self._unsettled)
+
+    # --- the processor's side -----------------------------------------------------------------------------
+
+    def waiting(self) -> int:
+        """Records queued."""
+        return self._count
+
+    async def wait(self) -> None:
+        """Return once at least one chunk is queued."""
+        while not self._chunks:
+            self._ready.clear()
+            await self._ready.wait()
+
+    def take(self, most: int) -> list[Chunk]:
+        """Queued chunks holding at most ``most`` records in all (the last one split if needed), oldest first."""
+        taken: list[Chunk] = []
+        left = most
+        chunks = self._chunks
+        while chunks and left > 0:
+            chunk = chunks[0]
+            if len(chunk.records) <= left:
+                chunks.popleft()
+            else:
+                chunks[0] = Chunk(chunk.tp, chunk.records[left:], chunk.generation, chunk.epoch)
+                chunk = Chunk(chunk.tp, chunk.records[:left], chunk.generation, chunk.epoch)
+            taken.append(chunk)
+            left -= len(chunk.records)
+        self._count -= most - left
+        if self._count < self._limit:
+            self._room.set()
+        return taken
+
+    def begin(self) -> None:
+        """A batch is started: a revocation now waits for its :meth:`settle`."""
+        self._unsettled += 1
+
+    def settle(self) -> None:
+        """A begun batch is stored and its positions reported, or it was abandoned without acknowledgement."""
+        self._unsettled -= 1
+        if not self._unsettled:
+            self._settled.set()
+
+    def stop(self) -> None:
+        """The worker is shutting down (nothing more is acknowledged): release every waiter."""
+        self._stopped = True
+        self._room.set()
+        self._settled.set()
