@@ -202,3 +202,74 @@ def test_a_recovery_seek_below_zero_reads_from_the_beginning() -> None:
     consumer._thread.seek_wait = seek_wait  # type: ignore[method-assign]
     run(consumer.seek_wait({CHANGELOG[0]: -2, CHANGELOG[1]: 7}))
     assert sought == [{CHANGELOG[0]: 0, CHANGELOG[1]: 7}]
+
+
+# --- bulk delivery ---------------------------------------------------------------------------------------------
+
+
+class Sink:
+    """Records what the consumer hands over in bulk, and when a revocation asked it to settle."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, list[int], int]] = []  # (partition, offsets, epoch)
+        self.revocations: list[set[TP]] = []
+
+    async def put(self, tp: Any, records: Any, generation: int | None, epoch: int) -> None:
+        self.runs.append((tp.partition, [r.offset for r in records], epoch))
+
+    async def revoked(self, revoked: set[Any]) -> None:
+        self.revocations.append(set(revoked))
+
+
+def bulk_consumer(batches: list[list[int]]) -> tuple[CompatConsumer, Sink, list[tuple[TP, int]]]:
+    consumer, _ = consumer_of()
+    sink = Sink()
+    consumer.deliver_in_bulk("ev", sink)
+    seeks = fetching(consumer, batches)
+    positioned(consumer)
+    return consumer, sink, seeks
+
+
+def test_bulk_records_reach_the_sink_in_gapless_runs_not_faust() -> None:
+    consumer, sink, seeks = bulk_consumer([[5, 6, 7], [8, 11, 12], [13], [9, 10, 11]])
+    assert delivered(consumer, 4) == []  # nothing of the bulk topic goes through Faust's messages
+    assert [offsets for _, offsets, _ in sink.runs] == [[5, 6, 7], [8], [9, 10, 11]]
+    assert seeks == [(EVENTS[0], 9)]  # 9 and 10 missing: re-read from 9; 13 arrived before the seek landed
+
+
+def test_bulk_run_starts_at_the_sought_position() -> None:
+    consumer, sink, seeks = bulk_consumer([[3, 4, 5, 6], [8]])
+    delivered(consumer, 2)
+    assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]  # 3 and 4 are below the committed 5
+    assert seeks == [(EVENTS[0], 7)]
+
+
+def test_positions_are_committed_only_up_to_what_was_delivered_in_this_epoch() -> None:
+    consumer, sink, _ = bulk_consumer([[5, 6, 7]])
+    delivered(consumer, 1)
+    tp = EVENTS[0]
+    epoch = consumer.bulk_epoch
+    assert not consumer.advance(tp, 9, epoch)  # beyond the delivered 7: refused
+    assert not consumer.advance(tp, 7, epoch - 1)  # an older epoch: refused
+    assert consumer.advance(tp, 7, epoch)
+    assert consumer._filter_committable_offsets(list(consumer._filter_tps_with_pending_acks())) == {tp: 7}
+    assert consumer._filter_committable_offsets(list(consumer._filter_tps_with_pending_acks())) == {}
+
+
+def test_a_revocation_waits_for_the_sink_and_stops_bulk_delivery_until_the_next_assignment() -> None:
+    consumer, sink, _ = bulk_consumer([[5, 6], [7, 8], [9]])
+    delivered(consumer, 1)
+    before = consumer.bulk_epoch
+    order: list[str] = []
+
+    async def faust_revoked(revoked: set[Any]) -> None:
+        order.append(f"faust after {len(sink.revocations)} sink revocation(s)")
+
+    consumer._on_partitions_revoked = faust_revoked  # type: ignore[assignment]
+    consumer.app.consumer_generation_id = 1
+    run(consumer.on_partitions_revoked(set(EVENTS)))
+    assert sink.revocations == [set(EVENTS)] and order == ["faust after 1 sink revocation(s)"]
+    assert consumer.bulk_epoch == before + 1
+    assert not consumer.advance(EVENTS[0], 7, before)  # revoked: its position is no longer committed here
+    delivered(consumer, 1)  # fetched during the revocation: not handed over
+    assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]
