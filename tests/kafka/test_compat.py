@@ -245,7 +245,7 @@ def test_bulk_run_starts_at_the_sought_position() -> None:
 
 
 def test_positions_are_committed_only_up_to_what_was_delivered_in_this_epoch() -> None:
-    consumer, sink, _ = bulk_consumer([[5, 6, 7]])
+    consumer, _sink, _ = bulk_consumer([[5, 6, 7]])
     delivered(consumer, 1)
     tp = EVENTS[0]
     epoch = consumer.bulk_epoch
