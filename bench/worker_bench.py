@@ -3,7 +3,8 @@
 Three systems process the same realistic fleet traffic (:mod:`streams.simulate`, production config
 ``deploy/config/openclaw.json5``), raw and pre-hashed:
 
-(a) the loopwatch worker (``loopwatch worker``, a subprocess);
+(a) the loopwatch worker (``loopwatch worker``, a subprocess), with its default ``--delivery bulk`` and, for
+    comparison in the same run, ``--delivery stream`` (one Faust event per record: the previous hot path);
 (b) a textbook Faust agent: per event one table get, one table set and an awaited ``send`` per published
     verdict, same decoding, core and state codec (``worker_bench.py textbook-worker``, a subprocess);
 (c) a raw aiokafka loop without Faust: ``getmany`` -> the worker's batch processing with a dict store ->
@@ -212,6 +213,7 @@ def start_worker(
     *,
     sweep: float | None = None,
     worker_id: str | None = None,
+    delivery: str = "bulk",
 ) -> tuple[Any, int]:
     metrics_port = free_port()
     name = f"{prefix}-lw" + (f"-{worker_id}" if worker_id else "")
@@ -222,7 +224,7 @@ def start_worker(
         "--dead-letter-topic", f"{prefix}.dead", "--partitions", str(partitions),
         "--store", store, "--data-dir", str(workdir / name),
         "--metrics-port", str(metrics_port), "--web-port", str(free_port()),
-        "--config", str(CONFIG), "--log-level", "warn",
+        "--config", str(CONFIG), "--log-level", "warn", "--delivery", delivery,
         *(["--sweep-interval", str(sweep)] if sweep is not None else []),
     ]  # fmt: skip
     env = dict(os.environ, **({"LOOPWATCH_WORKER_ID": worker_id} if worker_id else {}))
@@ -282,11 +284,17 @@ def idle_and_scrape_cost(
 
 
 def run_worker(
-    bootstrap: str, prefix: str, records: Sequence[tuple[bytes, bytes]], partitions: int, store: str, workdir: Path
+    bootstrap: str,
+    prefix: str,
+    records: Sequence[tuple[bytes, bytes]],
+    partitions: int,
+    store: str,
+    workdir: Path,
+    delivery: str = "bulk",
 ) -> Result:
     """(a): one worker drains a backlog produced before it started."""
     span = produce(bootstrap, f"{prefix}.events", records, partitions)
-    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir)
+    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir, delivery=delivery)
 
     async def run() -> Result:
         watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
@@ -297,7 +305,7 @@ def run_worker(
                 await watch.poll()
         finally:
             await watch.stop()
-        result = Result("(a) loopwatch worker", events, seconds, cpu)
+        result = Result(f"(a) loopwatch worker, {delivery}", events, seconds, cpu)
         result.sizes = sorted(watch.sizes.values())  # type: ignore[attr-defined]
         return result
 
@@ -685,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--latency-rates", default="", help="comma-separated extra rates (events/s) for latency runs, e.g. 500,1000"
     )
     parser.add_argument("--variants", default="raw,prehashed", help="comma-separated: raw, prehashed")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: b, c, group, latency")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: stream, b, c, group, latency")
     args = parser.parse_args(argv)
     if args.command == "textbook-worker":
         return textbook_worker(args)
@@ -717,6 +725,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             column["(a) loopwatch worker"] = f"{a.rate:,.0f} events/s, {a.cpu_per_event_us:.0f} µs CPU/event"
             column["(a) idle CPU, per /metrics scrape"] = f"{idle_ms:.0f} ms/s, {scrape_ms:.1f} ms"
+            if "stream" not in skip:
+                old = run_worker(boot, f"s-{variant}", records, args.partitions, args.store, workdir, "stream")
+                print(old.line())
+                print(f"  bulk / stream delivery: throughput {a.rate / old.rate:.2f}x")
+                column["(a) with --delivery stream"] = f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
             if "b" not in skip:
                 prefix = f"b-{variant}"
                 produce(boot, f"{prefix}.events", records, args.partitions)

@@ -263,7 +263,7 @@ class LoopwatchWorker:
             async for event in stream.events():
                 message = event.message
                 if not tracker.knows(message.partition, message.generation_id):
-                    await self._start_partition(consumer, message.tp, message.generation_id)
+                    tracker.start(message.partition, message.generation_id, await _committed(consumer, message.tp))
                 step = tracker.observe(message.partition, message.offset)
                 if step is Step.APPLY:
                     await queue.put(event)
@@ -277,15 +277,13 @@ class LoopwatchWorker:
             error = exc
         await queue.put(_ReaderStopped(error))
 
-    async def _start_partition(self, consumer: CompatConsumer, tp: Any, generation: int | None) -> None:
-        """First record of a partition in this consumer generation: read where the group committed."""
-        committed = (await consumer.committed_offsets([tp])).get(tp)  # aiokafka retries until it has them
-        if committed is None:
-            committed = await _earliest(consumer, tp)
-        self._offsets.start(tp.partition, generation, committed)
-
-    async def _reread(self, consumer: CompatConsumer, tp: Any, offset: int, jump: Jump) -> None:
+    async def _reread(
+        self, consumer: CompatConsumer, tp: Any, offset: int, jump: Jump, epoch: int | None = None
+    ) -> None:
+        """Re-read ``tp`` from the first skipped offset; not if a revocation (bulk ``epoch``) came meanwhile."""
         target = max(jump.first, await _earliest(consumer, tp))
+        if epoch is not None and consumer.bulk_epoch != epoch:
+            return  # the tracker forgot the partition: it starts again from the commit
         self.metrics.skipped_offsets.inc(jump.count)
         if target > jump.first:
             log.warning(
@@ -343,7 +341,13 @@ class LoopwatchWorker:
                 if linger > 0 and waiting < max_batch and (waiting > 1 or last_size > 1):
                     await asyncio.sleep(linger)  # as in the stream path: let a growing batch fill
                 epoch = consumer.bulk_epoch
-                records, positions = await self._admit(consumer, intake.take(max_batch), epoch)
+                try:
+                    records, positions = await self._admit(consumer, intake.take(max_batch), epoch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._fatal(exc)
+                    return
                 if not records or consumer.bulk_epoch != epoch:
                     continue  # a revocation meanwhile: its next owner (maybe us again) re-reads the records
                 last_size = len(records)
@@ -374,14 +378,17 @@ class LoopwatchWorker:
         records: list[InputRecord] = []
         positions: dict[Any, int] = {}
         for chunk in chunks:
+            if consumer.bulk_epoch != epoch:
+                return [], {}  # a revocation: nothing of this take may be applied
             if chunk.epoch != epoch:
-                continue
+                continue  # taken before the last revocation (the tracker forgot its partitions since)
             tp = chunk.tp
             partition = tp.partition
             if not tracker.knows(partition, chunk.generation):
-                await self._start_partition(consumer, tp, chunk.generation)
+                committed = await _committed(consumer, tp)
                 if consumer.bulk_epoch != epoch:
                     return [], {}
+                tracker.start(partition, chunk.generation, committed)
             observe = tracker.observe
             for rec in chunk.records:
                 step = observe(partition, rec.offset)
@@ -389,7 +396,7 @@ class LoopwatchWorker:
                     records.append(InputRecord(rec.topic, partition, rec.offset, rec.key, rec.value))
                     positions[tp] = rec.offset + 1
                 elif isinstance(step, Jump):
-                    await self._reread(consumer, tp, rec.offset, step)
+                    await self._reread(consumer, tp, rec.offset, step, epoch)
                     break  # the rest waits for the re-read
         return records, positions
 
@@ -614,6 +621,12 @@ class LoopwatchWorker:
             code = exc.code
             return code if isinstance(code, int) else (0 if code is None else 1)
         return 0
+
+
+async def _committed(consumer: CompatConsumer, tp: Any) -> int:
+    """Where a partition's first record in a new assignment must be: the group's commit, else the earliest."""
+    committed = (await consumer.committed_offsets([tp])).get(tp)  # aiokafka retries until it has them
+    return committed if committed is not None else await _earliest(consumer, tp)
 
 
 async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> int:

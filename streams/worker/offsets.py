@@ -86,6 +86,8 @@ class OffsetTracker:
 
     def reread_from(self, partition: int, offset: int) -> None:
         """After a :class:`Jump` whose start retention deleted meanwhile: re-read from ``offset`` instead."""
-        part = self._parts[partition]
+        part = self._parts.get(partition)
+        if part is None:
+            return  # forgotten by a revocation meanwhile: it starts again from the commit
         part.next = offset
         part.rereading = True
