@@ -728,6 +728,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "stream" not in skip:
                 old = run_worker(boot, f"s-{variant}", records, args.partitions, args.store, workdir, "stream")
                 print(old.line())
+                print(f"  (a) stream apart from the window: idle {old.idle_ms:.0f} ms CPU/s")  # type: ignore[attr-defined]
                 print(f"  bulk / stream delivery: throughput {a.rate / old.rate:.2f}x")
                 column["(a) with --delivery stream"] = f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
             if "b" not in skip:
