@@ -273,3 +273,17 @@ def test_a_revocation_waits_for_the_sink_and_stops_bulk_delivery_until_the_next_
     assert not consumer.advance(EVENTS[0], 7, before)  # revoked: its position is no longer committed here
     delivered(consumer, 1)  # fetched during the revocation: not handed over
     assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]
+
+
+def test_an_uncommitted_partition_is_delivered_from_its_earliest_offset() -> None:
+    """Records fetched from an older position before the rewind landed must not pass as the first one."""
+    consumer, _ = consumer_of()
+    seeks = fetching(consumer, [[1870, 1871], [0, 1]])
+
+    async def seek_to_committed() -> Mapping[Any, int | None]:
+        return dict.fromkeys(EVENTS, None)  # nothing committed: rewound to the beginning (earliest 0)
+
+    consumer.seek_to_committed = seek_to_committed  # type: ignore[assignment]
+    positioned(consumer)
+    assert delivered(consumer, 2) == [0, 1]
+    assert seeks == [(EVENTS[0], 0)]
