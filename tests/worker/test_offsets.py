@@ -167,10 +167,10 @@ def test_bulk_admission_applies_gaplessly_from_the_commit_and_restarts_after_a_r
     from faust.types import TP
 
     from streams.config_file import LoadedConfig
-    from streams.kafka_compat import CompatConsumer
-    from streams.metrics import WorkerMetrics
+    from streams.kafka.compat import CompatConsumer
     from streams.worker.app import LoopwatchWorker
     from streams.worker.bulk import Chunk
+    from streams.worker.metrics import WorkerMetrics
     from streams.worker.settings import WorkerSettings
 
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
