@@ -311,6 +311,9 @@ def run_worker(
 
     try:
         result = asyncio.run(run())
+        after = scrape(port)  # after the window: how large the batches grew
+        batches = metric(after, "loopwatch_batch_events_count")
+        result.mean_batch = metric(after, "loopwatch_batch_events_sum") / batches if batches else 0.0  # type: ignore[attr-defined]
         result.idle_ms, result.scrape_ms = idle_and_scrape_cost(proc, port)  # type: ignore[attr-defined]
         return result
     finally:
@@ -721,14 +724,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(a.line())
             idle_ms, scrape_ms = a.idle_ms, a.scrape_ms  # type: ignore[attr-defined]
             print(
-                f"  (a) apart from the window: idle {idle_ms:.0f} ms CPU/s, {scrape_ms:.1f} ms CPU per /metrics scrape"
+                f"  (a) apart from the window: idle {idle_ms:.0f} ms CPU/s, {scrape_ms:.1f} ms CPU per /metrics "
+                f"scrape; {a.mean_batch:.0f} events per batch on average"  # type: ignore[attr-defined]
             )
             column["(a) loopwatch worker"] = f"{a.rate:,.0f} events/s, {a.cpu_per_event_us:.0f} µs CPU/event"
             column["(a) idle CPU, per /metrics scrape"] = f"{idle_ms:.0f} ms/s, {scrape_ms:.1f} ms"
+            column["(a) events per batch, mean"] = f"{a.mean_batch:.0f}"  # type: ignore[attr-defined]
             if "stream" not in skip:
                 old = run_worker(boot, f"s-{variant}", records, args.partitions, args.store, workdir, "stream")
                 print(old.line())
-                print(f"  (a) stream apart from the window: idle {old.idle_ms:.0f} ms CPU/s")  # type: ignore[attr-defined]
+                print(
+                    f"  (a) stream apart from the window: idle {old.idle_ms:.0f} ms CPU/s; "  # type: ignore[attr-defined]
+                    f"{old.mean_batch:.0f} events per batch on average"  # type: ignore[attr-defined]
+                )
                 print(f"  bulk / stream delivery: throughput {a.rate / old.rate:.2f}x")
                 column["(a) with --delivery stream"] = f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
             if "b" not in skip:
