@@ -275,15 +275,29 @@ def test_a_revocation_waits_for_the_sink_and_stops_bulk_delivery_until_the_next_
     assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]
 
 
-def test_an_uncommitted_partition_is_delivered_from_its_earliest_offset() -> None:
-    """Records fetched from an older position before the rewind landed must not pass as the first one."""
+def test_rewound_uncommitted_partitions_are_sought_from_their_start_offset() -> None:
+    """Faust (and remedy 4) learn where a rewound partition starts, so a record prefetched from an older position
+    before the rewind landed does not pass as its first one (``test_a_delivery_after_the_seek...`` then holds)."""
+    from aiokafka import TopicPartition
+
     consumer, _ = consumer_of()
-    seeks = fetching(consumer, [[1870, 1871], [0, 1]])
+    changelog = CHANGELOG[0]
 
-    async def seek_to_committed() -> Mapping[Any, int | None]:
-        return dict.fromkeys(EVENTS, None)  # nothing committed: rewound to the beginning (earliest 0)
+    class Aio:
+        async def seek_to_committed(self) -> dict[Any, int | None]:
+            return {EVENTS[0]: None, EVENTS[1]: 0, changelog: None, TP("ev2", 0): 9}
 
-    consumer.seek_to_committed = seek_to_committed  # type: ignore[assignment]
-    positioned(consumer)
-    assert delivered(consumer, 2) == [0, 1]
-    assert seeks == [(EVENTS[0], 0)]
+        def seek(self, tp: Any, offset: int) -> None:
+            pass
+
+        async def seek_to_beginning(self, *tps: Any) -> None:
+            pass
+
+        async def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
+            assert set(tps) == {TopicPartition("ev", 0), TopicPartition("ev", 1)}  # not the changelog's
+            return dict.fromkeys(tps, 3)
+
+    thread = cast(Any, consumer._thread)
+    thread._consumer = Aio()
+    starts = run(thread._seek_to_committed_or_reset())
+    assert starts == {EVENTS[0]: 3, EVENTS[1]: 3, changelog: None, TP("ev2", 0): 9}
