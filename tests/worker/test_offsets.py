@@ -173,7 +173,9 @@ def test_bulk_admission_applies_gaplessly_from_the_commit_and_restarts_after_a_r
     from streams.worker.metrics import WorkerMetrics
     from streams.worker.settings import WorkerSettings
 
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    settings = WorkerSettings(
+        bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev", delivery="bulk"
+    )
     metrics = WorkerMetrics(process=False)
     worker = LoopwatchWorker(settings, LoadedConfig.default(), metrics)
     consumer = worker.app.consumer
