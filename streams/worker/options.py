@@ -172,7 +172,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "delivery",
         str,
         "how events reach the processor: one Faust event each, or in bulk from the consumer's fetch loop "
-        "(faster; not the default yet: a partition stalled in 3 of 48 chaos seeds)",
+        "(faster; not the default yet: a partition stalled in 3 of 58 chaos seeds)",
         ("bulk", "stream"),
     ),
     Option(
