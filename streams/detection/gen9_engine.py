@@ -59,7 +59,7 @@ def _tool_call(st: RunState9, event: ToolEvent, config: LoopConfig, seen: bytes)
     buckets = st.buckets
     decisions: list[Decision] = []
     if config.enabled:
-        finding = detect(history, tool, sig, is_known_poll(tool, event.args))
+        finding = detect(history, tool, sig, is_known_poll(tool, event.args, event.poll_action))
         if finding is not None:
             if finding.critical:
                 blocked = st.blocked
@@ -89,7 +89,7 @@ def _tool_call(st: RunState9, event: ToolEvent, config: LoopConfig, seen: bytes)
         history = trim((*history, CallRecord9(tool, sig, None, event.call_id)), HISTORY_SIZE)
     guard = st.guard
     if event.outcome is not None:
-        hashed = hash_outcome(tool, event.args, event.outcome)
+        hashed = hash_outcome(tool, event.args, event.outcome, event.poll_action)
         if hashed.result is not None or hashed.veto:
             history = record_outcome(history, tool, sig, event.call_id, hashed, HISTORY_SIZE)
         if hashed.result is not None:
@@ -102,7 +102,7 @@ def _tool_result(st: RunState9, event: ToolEvent, seen: bytes) -> tuple[RunState
     if call_id is not None and st.blocked and ring_contains(st.blocked, short_digest(call_id)):
         return RunState9.of(st, st.records(), st.recovered, seen=seen), []  # its veto is recorded already
     tool = event.tool
-    hashed = hash_outcome(tool, event.args, event.outcome)
+    hashed = hash_outcome(tool, event.args, event.outcome, event.poll_action)
     if hashed.result is None and not hashed.veto:
         return RunState9.of(st, st.records(), st.recovered, seen=seen), []
     sig = args_hash(tool, event.args, event.args_hash)

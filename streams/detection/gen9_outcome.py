@@ -54,8 +54,9 @@ NOTHING: Final = Hashed()
 VETO: Final = Hashed(veto=True)
 
 
-def hash_outcome(tool: str, args: Any, outcome: Outcome | None) -> Hashed:
-    """The 2026.9 counterpart of :func:`streams.detection.outcome.hash_outcome` (same field precedence)."""
+def hash_outcome(tool: str, args: Any, outcome: Outcome | None, poll_action: str | None = None) -> Hashed:
+    """The 2026.9 counterpart of :func:`streams.detection.outcome.hash_outcome` (same field precedence and
+    the same ``poll_action`` hint for pre-hashed ``process`` arguments)."""
     if outcome is None:
         return NOTHING
     error = outcome.error
@@ -63,7 +64,7 @@ def hash_outcome(tool: str, args: Any, outcome: Outcome | None) -> Hashed:
         return Hashed("error:" + outcome_digest(error), unknown_tool_name(error), no_progress=True)
     result = outcome.result
     if result is not MISSING and result is not None:
-        return hash_result(tool, args, result)
+        return hash_result(tool, args, result, poll_action)
     if outcome.result_hash is not None:
         # A gateway hash: errors show as such; the gateway says the rest (failure_hash, no_progress).
         rh = outcome.result_hash
@@ -72,7 +73,7 @@ def hash_outcome(tool: str, args: Any, outcome: Outcome | None) -> Hashed:
     return NOTHING
 
 
-def hash_result(tool: str, args: Any, result: Any) -> Hashed:
+def hash_result(tool: str, args: Any, result: Any, poll_action: str | None = None) -> Hashed:
     if not isinstance(result, dict):
         return Hashed(outcome_digest(result))
     raw = result.get("details")
@@ -87,7 +88,7 @@ def hash_result(tool: str, args: Any, result: Any) -> Hashed:
             return hashed
     if tool == "write" and details.get("changed") is False:
         return Hashed(outcome_digest({"status": "unchanged"}), no_progress=True)
-    action = process_action(tool, args)
+    action = process_action(tool, args, poll_action)
     if action is not None:
         return Hashed(outcome_digest(_process_shape(action, status, details, text)))
     if is_send_like(tool, args):

@@ -9,7 +9,7 @@ from streams.detection.gen9_state import RunState9
 from streams.detection.gen9_wrapper import canonical_wrapper_ids, outcome_digest
 from streams.detection.outcome import hash_result as hash_result_2026_7
 from streams.detection.profiles import apply, parse_version, profile_for_version
-from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9
+from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9, ToolEvent
 from tests.detection.support import call, compaction, text_result, tool_result
 
 ID_A, ID_B = "0123456789abcdef", "fedcba9876543210"
@@ -110,3 +110,28 @@ def test_a_scope_switching_to_2026_9_keeps_its_history() -> None:
     state, decisions = apply(state, call("read", {"p": 1}, result=text_result("same"), call_id="c12"), V9)
     assert isinstance(state, RunState9) and len(state.history) == 13
     assert [(d.decision, d.count) for d in decisions] == [("warning", 12)]
+
+
+def test_hashed_process_polls_are_known_polls_through_poll_action() -> None:
+    """A hashing gateway sends only digests; its ``poll_action`` hint makes the call a known poll here too."""
+    args = {"action": "poll", "sessionId": "bg-1"}
+    quiet = text_result("(no new output)", status="running")
+    sig = args_hash("process", args)[len("process:") :]
+
+    def hashed(i: int, hint: str | None) -> ToolEvent:
+        result = hash_outcome("process", args, Outcome(result=quiet)).result
+        outcome = Outcome(result_hash=result)
+        return ToolEvent("tool_call", "r", "process", f"c{i}", args_hash=sig, outcome=outcome, poll_action=hint)
+
+    def published(events: list[ToolEvent]) -> list[tuple[int, str, str, int]]:
+        state: RunState | None = None
+        out = []
+        for i, event in enumerate(events):
+            state, decisions = apply(state, event, V9)
+            out += [(i, d.decision, d.detector, d.count) for d in decisions if d.published]
+        return out
+
+    raw = [call("process", args, result=quiet, call_id=f"c{i}", scope="r") for i in range(21)]
+    want = [(10, "warning", "known_poll_no_progress", 10), (20, "block", "known_poll_no_progress", 20)]
+    assert published([hashed(i, "poll") for i in range(21)]) == published(raw) == want
+    assert {d for _, _, d, _ in published([hashed(i, None) for i in range(21)])} == {"generic_repeat"}
