@@ -34,10 +34,15 @@ test-unit: install
 test-integration: install
 	$(BIN)/python -m pytest -q -m integration $(PYTEST_ARGS)
 
-# Real OpenClaw gateway (Node 24 + openclaw@2026.7.35 from npm, under .tools/) against loopwatch, call by call.
-# (The openclaw-2026.9 profile's real-gateway comparison is not part of this target yet: see the README.)
+# Real OpenClaw gateways (Node 24 + openclaw@2026.7.35 and @2026.9.6 from npm, under .tools/) against loopwatch,
+# call by call; the worker judges each by the semantics profile its stamped version selects.
+OPENCLAW_VERSIONS ?= 2026.7.35 2026.9.6
 test-openclaw: install
-	LOOPWATCH_OPENCLAW_E2E=1 $(BIN)/python -m pytest -q -s tests/openclaw_e2e --timeout 1200 $(PYTEST_ARGS)
+	@set -e; for v in $(OPENCLAW_VERSIONS); do \
+	  echo "== openclaw@$$v"; \
+	  LOOPWATCH_OPENCLAW_E2E=1 LOOPWATCH_OPENCLAW_VERSION=$$v $(BIN)/python -m pytest -q -s tests/openclaw_e2e \
+	    --timeout 1200 $(PYTEST_ARGS); \
+	done
 
 lint: install
 	$(BIN)/ruff check streams schemas tests bench

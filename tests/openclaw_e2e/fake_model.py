@@ -91,6 +91,25 @@ def _scripts() -> dict[str, list[Step]]:
             [{"tool": "grep_all", "args": {"q": "loop"}}, {"tool": "exec", "args": {"cmd": "echo no-command"}}],
             22,
         ),
+        # The 2026.9 scenarios (no numeric tuning there: warning at the 11th call, block at the 21st, and the
+        # run's second critical, the 22nd call, ends it).
+        # One command failing with output that drifts (time of day, duration): 2026.9's failure identity makes
+        # it no progress, so it is blocked at the 21st call and the run ends at the 22nd.
+        "exec_failure": [
+            _exec('echo "connect failed at $(date +%H:%M:%S) after $(date +%N | cut -c1-3)ms"; exit 3')
+            for _ in range(23)
+        ],
+        # Three argument variants of one tool, each failing with the same error: argument churn (a warning).
+        "argument_churn": [
+            {"tool": "e2e_fetch", "args": {"url": f"https://mirror-{i % 3}.test/pkg"}} for i in range(13)
+        ],
+        # The same page behind a fresh untrusted-content wrapper id each time: no progress, blocked at the 21st.
+        "untrusted_page": [{"tool": "e2e_page", "args": {"url": "https://example.test/status"}} for _ in range(23)],
+        # 2026.9's unknown-tool limit is built in (10): the 11th failing call is blocked; its veto ends the
+        # unknown-tool streak, so the 12th runs.
+        "unknown_tool_long": [
+            {"tool": "e2e_browser_open", "args": {"url": f"https://example.test/{i}"}} for i in range(12)
+        ],
         # A quiet run: different calls, no decisions expected.
         "quiet": [_exec(f"echo quiet-{i}") for i in range(6)],
         # Enforcement phase (OpenClaw's detection off): slow enough for verdicts to arrive mid-loop.
@@ -223,6 +242,8 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                     # loopwatch warning notes the model is being shown (appended to tool results)
                     "loopwatch_notes": json.dumps(messages).count("[loopwatch] WARNING"),
                 }
+                if index == 0:  # the tools the gateway offered this run (once per run)
+                    entry["tool_names"] = sorted(str((t.get("function") or {}).get("name")) for t in request["tools"])
                 state.log.append(entry)
                 if state.log_file is not None:
                     with state.log_file.open("a", encoding="utf-8") as log:

@@ -1,6 +1,9 @@
-"""Real-gateway end-to-end test: OpenClaw 2026.7.35 + the loopwatch bridge plugin + a loopwatch worker.
+"""Real-gateway end-to-end test: OpenClaw (2026.7.35, or the version ``LOOPWATCH_OPENCLAW_VERSION`` names, e.g.
+2026.9.6) + the loopwatch bridge plugin + a loopwatch worker, which judges the gateway by the semantics profile
+its stamped version selects.
 
-Run with ``make test-openclaw`` (sets ``LOOPWATCH_OPENCLAW_E2E=1``; otherwise these tests are skipped).
+Run with ``make test-openclaw`` (sets ``LOOPWATCH_OPENCLAW_E2E=1`` and runs 2026.7.35 and 2026.9.6 in turn;
+otherwise these tests are skipped).
 Self-contained and bounded: ``ensure-openclaw.sh`` installs Node 24 and openclaw under ``.tools/`` (once),
 then the test starts, on 127.0.0.1 only, a scripted fake model (``fake_model.py``), the embedded broker, a
 ``loopwatch worker`` and a real ``openclaw gateway run`` with the bridge plugin and a test-only observer
@@ -10,7 +13,9 @@ Phase 1 (comparison): OpenClaw's own ``tools.loopDetection`` is on and the bridg
 tool call, OpenClaw's decisions (``tool.loop`` diagnostic events and the post-compaction guard's abort, as
 the observer plugin recorded them) must equal loopwatch's verdicts for that call id: decision, detector and
 count, call by call. A per-call table (OpenClaw's and loopwatch's decisions side by side) is printed and kept as
-``.artifacts/openclaw-e2e/compare-<mode>.txt``, written before the assertions.
+``.artifacts/openclaw-e2e/compare-<mode>.txt`` (``compare-<mode>-<version>.txt`` for other versions), written
+before the assertions. On the 2026.9 line a call that ends the run (its second critical, #118647) is also
+an ``abort`` by the block's detector on both sides.
 
 Phase 2 (enforcement): OpenClaw's detection is off, the bridge has ``enforce: true``; loopwatch's verdicts
 alone must stop the loops: a warning note reaches the model, repeated calls get blocked by the plugin, and
@@ -53,17 +58,25 @@ PARTITIONS = 4
 EVENTS, VERDICTS = "loopwatch.events", "loopwatch.verdicts"
 AGENT_TIMEOUT = 240.0
 ARTIFACTS = REPO_ROOT / ".artifacts" / "openclaw-e2e"
-# Lowered from 10 (same value for OpenClaw and the worker) to keep the unknown_tool scenario short.
+OPENCLAW_VERSION = os.environ.get("LOOPWATCH_OPENCLAW_VERSION", "2026.7.35")
+# The 2026.9 generation (2026.8.0 and later): only `enabled` is configurable, a second critical ends the run.
+GEN9 = tuple(int(p) for p in OPENCLAW_VERSION.split(".")[:2]) >= (2026, 8)
+LABEL = "" if OPENCLAW_VERSION == "2026.7.35" else f"-{OPENCLAW_VERSION}"  # artifact names of other versions
+# Lowered from 10 (same value for OpenClaw and the worker) to keep the unknown_tool scenario short (2026.7).
 UNKNOWN_TOOL_THRESHOLD = 3
+LOOP_DETECTION: dict[str, Any] = {} if GEN9 else {"unknownToolThreshold": UNKNOWN_TOOL_THRESHOLD}
+# 2026.9 defers plugin tools behind its tool search (tool_search/tool_call) unless told to expose them directly.
+TOOL_SURFACE: dict[str, Any] = {"toolSearch": False} if GEN9 else {}
 # A second agent whose own block (merged over the global one, by both sides) blocks at the 12th identical
-# call, so the newer scenarios stay short; warnings stay at 10, the count OpenClaw surfaces.
+# call, so the newer scenarios stay short; warnings stay at 10, the count OpenClaw surfaces. (2026.7 only:
+# 2026.9 has no numeric knobs.)
 FAST_AGENT = {"id": "fast", "tools": {"loopDetection": {"criticalThreshold": 11}}}
-AGENTS = {"list": [{"id": "main", "default": True}, FAST_AGENT]}
+AGENTS: dict[str, Any] = {} if GEN9 else {"list": [{"id": "main", "default": True}, FAST_AGENT]}
 
 GUARD_RUNS = 3  # the guard scenario runs this often per mode (how often its abort outraces after_tool_call)
 PARALLEL_RUNS = 3  # `openclaw agent` turns in flight at once (separate sessions)
 
-W, B = "warning", "block"
+W, B, A = "warning", "block", "abort"
 # (scenario, the (decision, detector) pairs OpenClaw must make in it, pairs it must not make). The comparison
 # itself is call by call; these only prove each scenario exercised what it is meant to. Scenarios from
 # FAST_SCENARIOS run as the "fast" agent (block at 11).
@@ -100,6 +113,27 @@ FAST_SCENARIOS = {
     "log_progress",
     "unwrapped",
 }
+if GEN9:  # built-in thresholds (warning at the 11th call, block at the 21st); the 22nd, a second critical, ends the run
+    COMPARED = [
+        # One recovery (#118647): the run's second critical blocks and ends it; its count, 21, includes the
+        # first block's veto (the veto counts toward no-progress, #127701).
+        ("generic_repeat", {(W, "generic_repeat"), (B, "generic_repeat"), (A, "generic_repeat")}, set()),
+        ("ping_pong", {(W, "ping_pong"), (B, "ping_pong")}, set()),
+        ("poll", {(W, "known_poll_no_progress"), (B, "known_poll_no_progress"), (A, "known_poll_no_progress")}, set()),
+        ("unknown_tool_long", {(B, "unknown_tool_repeat")}, set()),
+        # Exec failure identity (#118402): drifting times and durations are no progress.
+        ("exec_failure", {(W, "generic_repeat"), (B, "generic_repeat"), (A, "generic_repeat")}, set()),
+        ("exec_fail_changing", {(W, "generic_repeat")}, {(B, "generic_repeat")}),
+        ("argument_churn", {(W, "argument_churn")}, {(B, "generic_repeat")}),
+        # The untrusted-content wrapper's random id is no progress (#130210).
+        ("untrusted_page", {(W, "generic_repeat"), (B, "generic_repeat"), (A, "generic_repeat")}, set()),
+        ("poll_progress", set(), {(W, "generic_repeat"), (W, "known_poll_no_progress")}),
+        ("unwrapped", {(W, "generic_repeat")}, {(W, "ping_pong"), (B, "ping_pong")}),
+        ("quiet", set(), {(W, "generic_repeat"), (B, "generic_repeat")}),
+    ]
+    FAST_SCENARIOS = set()
+# The text of a 2026.9 veto that ends the run (agent-core's terminal tool-loop intervention).
+RUN_ENDED = "This run is stopping now."
 # Named deviations (README "Detection semantics") a row may show; anything else must agree exactly.
 GUARD_RACE = "deviation: guard abort before after_tool_call reached plugins"
 
@@ -122,7 +156,14 @@ class Stack:
 
 
 def _ensure_tools() -> Tools:
-    done = subprocess.run([str(HERE / "ensure-openclaw.sh")], capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+        [str(HERE / "ensure-openclaw.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "LOOPWATCH_OPENCLAW_VERSION": OPENCLAW_VERSION},
+    )
     assert done.returncode == 0, f"ensure-openclaw.sh failed:\n{done.stdout}\n{done.stderr}"
     values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     done = subprocess.run(
@@ -175,8 +216,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             procs.append(model)
             wait_until(lambda: port_file.exists() and port_file.read_text().strip(), 15, message="fake model port")
             worker_config = tmp / "loopwatch.json5"
-            loop_detection = {"enabled": True, "unknownToolThreshold": UNKNOWN_TOOL_THRESHOLD}
-            worker_config.write_text(json.dumps({"tools": {"loopDetection": loop_detection}, "agents": AGENTS}) + "\n")
+            loop_detection = {"enabled": True, **LOOP_DETECTION}
+            agents = {"agents": AGENTS} if AGENTS else {}
+            worker_config.write_text(json.dumps({"tools": {"loopDetection": loop_detection}, **agents}) + "\n")
             (tmp / "worker-data").mkdir()
             worker = start_process(
                 [
@@ -266,7 +308,7 @@ def _start_gateway(stack: Stack, name: str, *, loop_detection: bool, enforce: bo
         },
         "browser": {"enabled": False},
         "logging": {"file": str(base / "openclaw.jsonl")},
-        "tools": {"loopDetection": {"enabled": loop_detection, "unknownToolThreshold": UNKNOWN_TOOL_THRESHOLD}},
+        "tools": {"loopDetection": {"enabled": loop_detection, **LOOP_DETECTION}, **TOOL_SURFACE},
         "plugins": {
             "load": {"paths": [str(PLUGIN_DIR), str(OBSERVER_DIR)]},
             "entries": {
@@ -348,16 +390,23 @@ def openclaw_decisions(rows: list[dict[str, Any]]) -> tuple[dict[str, list[Decis
 
     A ``tool.loop`` event is decided before the call's hooks run: it belongs to its session's next ``before``
     record (the call executed: a warning) or next vetoed ``after`` record (a block: before_tool_call never
-    ran). A guard abort belongs to the last executed call of the run it ended. Calls answered before
-    OpenClaw's tool wrapper (no ``before`` record, not vetoed) are listed too: OpenClaw decides nothing on
-    them, and neither may loopwatch.
+    ran). A guard abort belongs to the last executed call of the run it ended; on 2026.9 a veto whose text
+    says the run is stopping (the second critical) also ends the run: an abort by that block's detector.
+    Calls answered before OpenClaw's tool wrapper (no ``before`` record, not vetoed) are listed too: OpenClaw
+    decides nothing on them, and neither may loopwatch.
     """
     decisions: dict[str, list[Decision]] = defaultdict(list)
     calls: dict[str, list[str]] = defaultdict(list)
     last_executed: dict[str, str] = {}
     pending: dict[str, list[Decision]] = defaultdict(list)  # per session: turns run concurrently
+    seen_events: set[object] = set()
     for row in rows:
         kind = row["kind"]
+        if kind == "tool.loop" and row.get("seq") is not None:
+            # 2026.9 registers plugins twice and both subscriptions receive each diagnostic event
+            if row["seq"] in seen_events:
+                continue
+            seen_events.add(row["seq"])
         if kind == "tool.loop":
             decision = "block" if row["level"] == "critical" else "warning"
             pending[row["sessionId"]].append((decision, row["detector"], int(row["count"])))
@@ -367,7 +416,10 @@ def openclaw_decisions(rows: list[dict[str, Any]]) -> tuple[dict[str, list[Decis
             if call_id not in calls[session]:
                 calls[session].append(call_id)
             if kind == "before" or vetoed:
-                decisions[call_id].extend(pending.pop(session, []))
+                made = pending.pop(session, [])
+                decisions[call_id].extend(made)
+                if vetoed and RUN_ENDED in row.get("text", ""):
+                    decisions[call_id].extend(("abort", det, n) for d, det, n in made if d == "block")
             if kind == "before":
                 last_executed[row["runId"]] = call_id
         elif kind == "agent_end" and row.get("error") and "compaction did not break the loop" in row["error"]:
@@ -522,9 +574,10 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
     all_ids = {call_id for ids in calls.values() for call_id in ids}
     stray = {call_id: d for call_id, d in loopwatch.items() if call_id not in all_ids}
     table += [Row("(no such call)", 0, "?", call_id, [], d, False) for call_id, d in stray.items()]
-    text = comparison_table(mode, table)
+    text = comparison_table(f"openclaw@{OPENCLAW_VERSION} {mode}" if GEN9 else mode, table)
     # The call each guard abort ended on, and whether its after_tool_call lost the race with the abort.
-    tripping = [call_id for call_id, ds in openclaw.items() if any(d[0] == "abort" for d in ds)]
+    guard_abort = ("abort", "compaction_loop_persisted")
+    tripping = [call_id for call_id, ds in openclaw.items() if any(d[:2] == guard_abort for d in ds)]
     raced = [call_id for call_id in tripping if call_id not in results_seen]
     text += (
         f"guard aborts: {len(tripping)}; after_tool_call lost the race in {len(raced)} "
@@ -532,27 +585,33 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
         f"loopwatch aborted on {sum(1 for c in raced if any(d[0] == 'abort' for d in loopwatch.get(c, [])))})\n"
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / f"compare-{mode}.txt").write_text(text, encoding="utf-8")
+    (ARTIFACTS / f"compare-{mode}{LABEL}.txt").write_text(text, encoding="utf-8")
     print(text)
 
+    # Runs a 2026.9 gateway ends at their second critical (it fails them, and writes its own stop message).
+    ended_runs = {scenario for scenario, must, _ in COMPARED if any(d == A for d, _ in must)}
     for (scenario, rep), done in runs.items():
         if scenario == "guard":
             assert "PostCompactionLoopPersistedError" in done.stdout + done.stderr, (rep, done)
-        else:
+        elif scenario not in ended_runs:
             assert done.returncode == 0, f"{scenario}: {done.stderr[-3000:]}"
 
     compactions = [e for e in mine if e["type"] == "compaction_retry"]
-    assert len(compactions) == GUARD_RUNS and all(c["run_id"] for c in compactions), compactions
+    guard_runs = GUARD_RUNS if ("guard", 0) in sessions else 0
+    assert len(compactions) == guard_runs and all(c["run_id"] for c in compactions), compactions
+    assert all(e.get("openclaw_version") == OPENCLAW_VERSION for e in mine), "every event names the host version"
     tool_events = [e for e in mine if e["type"] in ("tool_call", "tool_result")]
     # Every model reply's usage (deploy/openclaw-plugin/lib/usage.mjs), stamped with a run that has tool calls.
     usage = [e for e in mine if e["type"] == "model_usage"]
     assert usage, "no model_usage events: the bridge saw no assistant reply's usage"
     assert {e["run_id"] for e in usage} >= {e["run_id"] for e in tool_events if e["type"] == "tool_call"}
     # Every reply the fake model answered reports its usage exactly (fake_model._usage: 50 in, 5 out); only the
-    # guard's context-overflow replies, which OpenClaw writes itself after the failed model call, carry none.
+    # guard's context-overflow replies and 2026.9's stop message of a run it ended, which OpenClaw writes itself,
+    # carry none.
     answered, empty = (50, 5, 0), (0, 0, 0)
+    own_replies = {f"s-{tag}" for (scenario, _), tag in sessions.items() if scenario in ended_runs | {"guard"}}
     seen = [((e["input_tokens"], e["output_tokens"], e["cache_read_tokens"]), e["session_id"]) for e in usage]
-    assert all(tokens == answered or (tokens == empty and "guard" in sid) for tokens, sid in seen), seen[:5]
+    assert all(tokens == answered or (tokens == empty and sid in own_replies) for tokens, sid in seen), seen[:5]
     assert sum(tokens == answered for tokens, _ in seen) > len(seen) // 2, seen[:5]
     if hashed:
         assert all("args_hash" in e and "args" not in e and "result" not in e for e in tool_events)
@@ -573,6 +632,9 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
         assert not made & forbidden, f"{scenario}: OpenClaw made {made & forbidden}, the scenario rules them out"
         if not must:
             assert not made, f"{scenario}: OpenClaw decided {made} in a quiet run"
+    if GEN9:  # the run-ending critical counts the first block's veto: 20 identical outcomes + 1 veto
+        ended = [d for c in calls[f"s-{sessions['generic_repeat', 0]}"] for d in openclaw.get(c, []) if d[0] == A]
+        assert ended == [(A, "generic_repeat", 21)], ended
     mismatches = [(r.scenario, r.call_id, r.openclaw, r.loopwatch) for r in table if not r.equal and r.index]
     report = "\n".join(f"  {s} {c}: openclaw={o} loopwatch={lw}" for s, c, o, lw in mismatches)
     assert not mismatches and not stray, f"decisions differ:\n{report}\nverdicts for unknown calls: {stray}"
@@ -585,7 +647,8 @@ def test_enforcement_stops_loops_with_loopwatch_verdicts_alone(stack: Stack) -> 
     try:
         # The verdict consumer must have joined its group (Tansu holds a JoinGroup for half a session).
         _wait_for_log(gateway.proc, gateway.log, "verdict consumer joined group", 90, "verdict consumer")
-        for scenario in ("enforce_generic", "enforce_guard"):
+        # (2026.9: no guard scenario, as in the comparison; the second critical's abort ends the generic run.)
+        for scenario in ("enforce_generic",) if GEN9 else ("enforce_generic", "enforce_guard"):
             runs[scenario] = _agent(stack, gateway, scenario, scenario.replace("_", "-"))
     finally:
         _stop_gateway(stack, gateway)
@@ -611,6 +674,12 @@ def test_enforcement_stops_loops_with_loopwatch_verdicts_alone(stack: Stack) -> 
     transcripts = list((gateway.config.parent / "home").rglob("s-enforce-generic.jsonl"))
     assert transcripts and "[loopwatch] WARNING" in transcripts[0].read_text(encoding="utf-8")
     print(f"enforce: the model first saw the warning note in its request #{shown[0]['index']} of the loop")
+    if GEN9:
+        # abort: the run's second critical (the 22nd identical call) is loopwatch's abort; the run ends.
+        ended = [r for r in rows if r["kind"] == "agent_end" and r["sessionId"] == "s-enforce-generic"]
+        assert len(generic) < 50 and ended, f"the run went on after loopwatch's abort ({len(generic)} calls)"
+        print(f"enforce: the generic run ended after {len(generic)} of 50 calls; agent_end={ended[-1]}")
+        return
 
     # abort: loopwatch's post-compaction abort (3rd identical call after the compaction) ends the run.
     guard = [r for r in rows if r["kind"] == "after" and r["sessionId"] == "s-enforce-guard"]

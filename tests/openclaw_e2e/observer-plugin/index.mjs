@@ -3,8 +3,10 @@
 // tool.loop event to the call it was decided for (the next before_tool_call, or the next vetoed
 // after_tool_call for a block). It also owns `e2e_browser_open`, a wrapped tool that always fails with
 // "Unknown tool: browser.open" -- the error OpenClaw's unknown-tool detector counts (unknown_tool_repeat) --
-// and `e2e_flaky`, which always throws a two-line error whose second line changes.
+// and `e2e_flaky`, which always throws a two-line error whose second line changes; `e2e_fetch` always throws
+// one error whatever its arguments, `e2e_page` returns one text in a fresh external-content wrapper each time.
 import { appendFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 
 let out = null;
 let subscribed = false;
@@ -37,6 +39,26 @@ export default {
       parameters: { type: "object", properties: { step: { type: "string" } }, additionalProperties: false },
       async execute() {
         throw new Error(`step failed: build broke\nattempt ${++flaky} at ${Date.now()}`);
+      },
+    });
+    api.registerTool({
+      name: "e2e_fetch",
+      label: "Fetch package (e2e)",
+      description: "Test-only: download a package from a mirror. Always fails the same way, whatever the mirror.",
+      parameters: { type: "object", properties: { url: { type: "string" } }, additionalProperties: false },
+      async execute() {
+        throw new Error("fetch failed: upstream unavailable (HTTP 503)");
+      },
+    });
+    api.registerTool({
+      name: "e2e_page",
+      label: "Read page (e2e)",
+      description: "Test-only: read a web page. Always the same text, inside a fresh untrusted-content wrapper.",
+      parameters: { type: "object", properties: { url: { type: "string" } }, additionalProperties: false },
+      async execute() {
+        const id = randomBytes(8).toString("hex");
+        const text = `<<<EXTERNAL_UNTRUSTED_CONTENT id="${id}">>>\nSource: Web Fetch\n---\nStatus: still deploying.\n<<<END_EXTERNAL_UNTRUSTED_CONTENT id="${id}">>>`;
+        return { content: [{ type: "text", text }], details: { status: 200 } };
       },
     });
     // The tool-result middleware runs inside the agent loop right after the tool returned (before
