@@ -671,8 +671,13 @@ def test_enforcement_stops_loops_with_loopwatch_verdicts_alone(stack: Stack) -> 
     requests = [json.loads(line) for line in _log_text(stack.tmp / "model-requests.jsonl").split("\n") if line.strip()]
     shown = [r for r in requests if r["scenario"] and r["scenario"][1] == "enforce-generic" and r["loopwatch_notes"]]
     assert shown, "the model never saw a [loopwatch] WARNING note"
-    transcripts = list((gateway.config.parent / "home").rglob("s-enforce-generic.jsonl"))
-    assert transcripts and "[loopwatch] WARNING" in transcripts[0].read_text(encoding="utf-8")
+    home = gateway.config.parent / "home"
+    if GEN9:  # 2026.9 keeps transcripts in the agent's SQLite store (this gateway ran only this session)
+        stores = list(home.rglob("openclaw-agent.sqlite*"))
+        assert any(b"[loopwatch] WARNING" in store.read_bytes() for store in stores), stores
+    else:
+        transcripts = list(home.rglob("s-enforce-generic.jsonl"))
+        assert transcripts and "[loopwatch] WARNING" in transcripts[0].read_text(encoding="utf-8")
     print(f"enforce: the model first saw the warning note in its request #{shown[0]['index']} of the loop")
     if GEN9:
         # abort: the run's second critical (the 22nd identical call) is loopwatch's abort; the run ends.
