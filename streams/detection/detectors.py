@@ -20,7 +20,7 @@ UNKNOWN_TOOL = "unknown_tool_repeat"
 GLOBAL = "global_circuit_breaker"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     """A warning or critical result of the detectors for one call."""
 

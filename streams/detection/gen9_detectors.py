@@ -131,59 +131,107 @@ def detect(history: History9, tool: str, sig: str, known_poll: bool) -> Finding 
     if unknown >= UNKNOWN_TOOL_LIMIT:
         name = missing or tool
         return Finding(
-            True,
-            UNKNOWN_TOOL,
-            unknown,
-            UNKNOWN_TOOL_LIMIT,
-            f"unknown-tool:{tool}:{missing or 'unknown'}",
-            messages.unknown_tool_critical(tool, name, unknown),
+            critical=True,
+            detector=UNKNOWN_TOOL,
+            count=unknown,
+            threshold=UNKNOWN_TOOL_LIMIT,
+            key=f"unknown-tool:{tool}:{missing or 'unknown'}",
+            message=messages.unknown_tool_critical(tool, name, unknown),
             outcome=history[-1].result,
         )
     streak, latest = no_progress_streak(history, tool, sig)
     latest_key = latest if latest is not None else "none"
     if streak >= GLOBAL_BREAKER:
         return Finding(
-            True,
-            GLOBAL,
-            streak,
-            GLOBAL_BREAKER,
-            f"global:{tool}:{sig}:{latest_key}",
-            messages.global_critical(tool, streak),
+            critical=True,
+            detector=GLOBAL,
+            count=streak,
+            threshold=GLOBAL_BREAKER,
+            key=f"global:{tool}:{sig}:{latest_key}",
+            message=messages.global_critical(tool, streak),
             outcome=latest,
         )
     if known_poll and streak >= CRITICAL:
         key = f"poll:{tool}:{sig}:{latest_key}"
-        return Finding(True, POLL, streak, CRITICAL, key, messages.poll_critical(tool, streak), outcome=latest)
+        return Finding(
+            critical=True,
+            detector=POLL,
+            count=streak,
+            threshold=CRITICAL,
+            key=key,
+            message=messages.poll_critical(tool, streak),
+            outcome=latest,
+        )
     if known_poll and streak >= WARNING:
         key = f"poll:{tool}:{sig}:{latest_key}"
-        return Finding(False, POLL, streak, WARNING, key, messages.poll_warning(tool, streak), outcome=latest)
+        return Finding(
+            critical=False,
+            detector=POLL,
+            count=streak,
+            threshold=WARNING,
+            key=key,
+            message=messages.poll_warning(tool, streak),
+            outcome=latest,
+        )
     pp = ping_pong(history, sig)
     if pp is not None:
         count = pp.length
         if count >= CRITICAL and ping_pong_evidence(history, pp):
             message = messages.ping_pong_critical(tool, count)
-            return Finding(True, PING_PONG, count, CRITICAL, ping_pong_key(sig, pp), message, pp.last.tool, latest)
+            return Finding(
+                critical=True,
+                detector=PING_PONG,
+                count=count,
+                threshold=CRITICAL,
+                key=ping_pong_key(sig, pp),
+                message=message,
+                paired_tool=pp.last.tool,
+                outcome=latest,
+            )
         if count >= WARNING:
             message = messages.ping_pong_warning(tool, count)
-            return Finding(False, PING_PONG, count, WARNING, ping_pong_key(sig, pp), message, pp.last.tool, latest)
+            return Finding(
+                critical=False,
+                detector=PING_PONG,
+                count=count,
+                threshold=WARNING,
+                key=ping_pong_key(sig, pp),
+                message=message,
+                paired_tool=pp.last.tool,
+                outcome=latest,
+            )
     if not known_poll and streak >= CRITICAL:
         key = f"generic:{tool}:{sig}:{latest_key}"
-        return Finding(True, GENERIC, streak, CRITICAL, key, messages.generic_critical(tool, streak), outcome=latest)
+        return Finding(
+            critical=True,
+            detector=GENERIC,
+            count=streak,
+            threshold=CRITICAL,
+            key=key,
+            message=messages.generic_critical(tool, streak),
+            outcome=latest,
+        )
     churn = argument_churn(history, tool, sig)
     if churn.calls >= WARNING:
         message = messages.argument_churn_warning(tool, churn.variants, churn.calls)
         return Finding(
-            False, ARGUMENT_CHURN, churn.calls, WARNING, f"argument-churn:{tool}", message, outcome=churn.outcome
+            critical=False,
+            detector=ARGUMENT_CHURN,
+            count=churn.calls,
+            threshold=WARNING,
+            key=f"argument-churn:{tool}",
+            message=message,
+            outcome=churn.outcome,
         )
     recent = [rec.sig for rec in history].count(sig)
     if not known_poll and recent >= WARNING:
         return Finding(
-            False,
-            GENERIC,
-            recent,
-            WARNING,
-            f"generic:{tool}:{sig}",
-            messages.generic_warning(tool, recent),
+            critical=False,
+            detector=GENERIC,
+            count=recent,
+            threshold=WARNING,
+            key=f"generic:{tool}:{sig}",
+            message=messages.generic_warning(tool, recent),
             outcome=latest,
         )
     return None

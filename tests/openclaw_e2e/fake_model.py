@@ -49,7 +49,7 @@ def _scripts() -> dict[str, list[Step]]:
     return {
         # 24 identical calls with identical results: warning at the 11th, blocks from the 21st (sticky).
         "generic_repeat": [_exec("echo loop-generic") for _ in range(24)],
-        # A,B,A,B...: ping-pong warning at the 10th call, block at the 20th, then the sidestep (§4.5).
+        # A,B,A,B...: ping-pong warning at the 10th call, block at the 20th, then the sidestep.
         "ping_pong": [_exec("echo ping" if i % 2 == 0 else "echo pong") for i in range(24)],
         # A process poll that never progresses (unknown session: identical outcome every time).
         "poll": [{"tool": "process", "args": {"action": "poll", "sessionId": "no-such-session"}} for _ in range(23)],

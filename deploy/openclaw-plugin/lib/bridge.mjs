@@ -1,4 +1,4 @@
-// The hook handlers: OpenClaw hook events in, design.md §3 records out (and enforcement decisions back).
+// The hook handlers: OpenClaw hook events in, loopwatch.events records out (schemas/json/event.schema.json) (and enforcement decisions back).
 //
 // Every handler is synchronous, catches everything, and only appends to the publisher's in-memory buffer,
 // so a tool call is never delayed or failed by loopwatch. State is bounded.
@@ -139,7 +139,7 @@ export function createBridge({ cfg, publisher, enforcement = null, logger = null
 
   /**
    * Put `args_hash` (instead of raw args) on a record. A `process` poll/log call also gets `poll_action`:
-   * without raw args loopwatch cannot tell a known poll from any other call (Resolved point 10), and the
+   * without raw args loopwatch cannot tell a known poll from any other call, and the
    * action alone reveals nothing about the arguments.
    */
   function hashArgs(record, tool, params, argsHash) {

@@ -1,6 +1,6 @@
 // Canonical JSON exactly as OpenClaw's stableStringify prints it, and the SHA-256 digests built on it.
 //
-// Written from loopwatch's spec (loop-detection-semantics.md §2.2 and Resolved point 1) and checked
+// Written from the Python core's rules (streams/detection/canonical.py) and checked
 // byte for byte against the Python core with test/vectors.json:
 // - object keys sorted by UTF-16 code units (Array.prototype.sort's default), recursively;
 // - strings JSON-quoted after removing lone surrogates; non-ASCII stays raw;

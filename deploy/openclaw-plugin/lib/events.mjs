@@ -1,4 +1,4 @@
-// Event records for loopwatch.events (design.md §3, the contract): builders for the three types.
+// Event records for loopwatch.events (the contract: schemas/json/event.schema.json): builders for the three types.
 //
 // With hashOnGateway the records carry args_hash / result_hash (+ unknown_tool_name) so raw arguments and
 // results never leave the gateway. Without it they carry raw args / result / error, except for values JSON
@@ -12,7 +12,7 @@ export function hostVersion(cfg) {
   return typeof cfg.openclawVersion === "string" ? cfg.openclawVersion.slice(0, 64) : null;
 }
 
-/** The scope key (design §1): the trimmed run id when non-blank, else the session id. */
+/** The scope key (docs/gateways.md): the trimmed run id when non-blank, else the session id. */
 export function scopeKey(runId, sessionId) {
   if (typeof runId === "string" && runId !== "") {
     const trimmed = runId.trim();

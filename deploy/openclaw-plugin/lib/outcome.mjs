@@ -1,4 +1,4 @@
-// Call signatures and outcome hashes (loop-detection-semantics.md §2.2, §4.4, §6): the JavaScript twin of
+// Call signatures and outcome hashes (docs/semantics.md): the JavaScript twin of
 // loopwatch's streams/detection/outcome.py, sends.py and unknown_tool.py. Outcome hashing forgets what
 // changes on every call without being progress (exec pids and durations, poll session ids, send receipts)
 // and returns no hash for the loop detector's own veto. test/vectors.json keeps the two byte-identical.
@@ -24,7 +24,7 @@ export const VOLATILE_SEND_KEYS = new Set([
 
 const MAX_UNKNOWN_TOOL_NAME = 128;
 
-// JavaScript `\s` and the `i` flag without `u`: ASCII-only case folding, JS whitespace (Resolved point 4).
+// JavaScript `\s` and the `i` flag without `u`: ASCII-only case folding, JS whitespace.
 // Straight quotes only, as OpenClaw 2026.7.35's own patterns.
 const UNKNOWN_TOOL_PATTERNS = [
   /unknown tool[:\s]+["']?([a-z0-9_.-]+)/i,
@@ -59,7 +59,7 @@ export function unknownToolName(message) {
   return null;
 }
 
-/** The message OpenClaw hashes for a thrown value (§6 rule 1). */
+/** The message OpenClaw hashes for a thrown value. */
 export function errorMessage(error) {
   if (error instanceof Error) return error.message || error.name;
   switch (typeof error) {
@@ -81,12 +81,12 @@ export function processAction(tool, args) {
   return typeof action === "string" && POLL_ACTIONS.has(action) ? action : null;
 }
 
-/** §4.0 knownPollTool. */
+/** OpenClaw's knownPollTool: the tools whose calls are polls. */
 export function isKnownPoll(tool, args) {
   return tool === "command_status" || processAction(tool, args) !== null;
 }
 
-/** Whether a call is an outbound send (§6.2, Resolved points 7 and 8). */
+/** Whether a call is an outbound send. */
 export function isSendLike(tool, args) {
   if (tool === "sessions_send") return true;
   if (tool === "message") {
@@ -183,7 +183,7 @@ export function processShape(action, details, text) {
   };
 }
 
-/** Hash of a tool result (§6 rules 2-8); null for the loop detector's own veto. */
+/** Hash of a tool result; null for the loop detector's own veto. */
 export function hashResult(tool, args, result) {
   if (!isObject(result)) return digest(result);
   const details = isObject(result.details) ? result.details : {};

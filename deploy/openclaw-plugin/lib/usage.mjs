@@ -1,4 +1,4 @@
-// Model usage per model call, as `model_usage` records (design.md §3, extended), so loopwatch can say what a
+// Model usage per model call, as `model_usage` records (an extension of schemas/json/event.schema.json), so loopwatch can say what a
 // loop costs.
 //
 // Where OpenClaw 2026.7.35 exposes it to a plugin: every assistant reply is written to the session transcript
