@@ -18,6 +18,28 @@ from hypothesis import strategies as st
 from streams.worker.offsets import Jump, OffsetTracker, Step
 
 
+def fake_coordinator(consumer: Any, committed: Mapping[Any, int]) -> list[tuple[Any, int]]:
+    """Replace the consumer's coordinator round trips and its seek: commits from ``committed``, earliest 0.
+
+    Returns the list every seek is appended to, so a test can see where the worker re-reads.
+    """
+    seeks: list[tuple[Any, int]] = []
+
+    async def committed_offsets(tps: Iterable[Any]) -> dict[Any, int | None]:
+        return {t: committed.get(t) for t in tps}
+
+    async def earliest_offsets(*tps: Any) -> Mapping[Any, int]:
+        return dict.fromkeys(tps, 0)
+
+    async def _seek(partition: Any, offset: int) -> None:
+        seeks.append((partition, offset))
+
+    consumer.committed_offsets = committed_offsets
+    consumer.earliest_offsets = earliest_offsets
+    consumer._seek = _seek
+    return seeks
+
+
 def started(first: int, generation: int = 1, partition: int = 0) -> OffsetTracker:
     tracker = OffsetTracker()
     tracker.start(partition, generation, first)
@@ -96,20 +118,7 @@ def test_the_worker_re_reads_a_skipped_delivery_counts_it_and_never_commits_past
     assert isinstance(consumer, CompatConsumer)
     tp = TP("ev", 0)
     committed = {tp: 5}
-    seeks: list[tuple[TP, int]] = []
-
-    async def committed_offsets(tps: Iterable[TP]) -> dict[TP, int | None]:
-        return {t: committed.get(t) for t in tps}
-
-    async def earliest_offsets(*tps: TP) -> Mapping[TP, int]:
-        return dict.fromkeys(tps, 0)
-
-    async def _seek(partition: TP, offset: int) -> None:
-        seeks.append((partition, offset))
-
-    consumer.committed_offsets = committed_offsets  # type: ignore[method-assign]
-    consumer.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
-    consumer._seek = _seek  # type: ignore[method-assign]
+    seeks = fake_coordinator(consumer, committed)
     consumer.assignment = lambda: {tp}  # type: ignore[method-assign]
     consumer.app.topics._acking_topics.add("ev")
     consumer._committed_offset[tp] = 5
@@ -182,20 +191,7 @@ def test_bulk_admission_applies_gaplessly_from_the_commit_and_restarts_after_a_r
     assert isinstance(consumer, CompatConsumer) and worker.bulk
     tp = TP("ev", 0)
     committed = {tp: 5}
-    seeks: list[tuple[TP, int]] = []
-
-    async def committed_offsets(tps: Iterable[TP]) -> dict[TP, int | None]:
-        return {t: committed.get(t) for t in tps}
-
-    async def earliest_offsets(*tps: TP) -> Mapping[TP, int]:
-        return dict.fromkeys(tps, 0)
-
-    async def _seek(partition: TP, offset: int) -> None:
-        seeks.append((partition, offset))
-
-    consumer.committed_offsets = committed_offsets  # type: ignore[method-assign]
-    consumer.earliest_offsets = earliest_offsets  # type: ignore[method-assign]
-    consumer._seek = _seek  # type: ignore[method-assign]
+    seeks = fake_coordinator(consumer, committed)
 
     def chunk(offsets: list[int], generation: int = 7) -> Chunk:
         records = [ConsumerRecord("ev", 0, o, 0, 0, b"k", b"v", None, 1, 1, []) for o in offsets]
