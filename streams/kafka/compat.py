@@ -589,30 +589,48 @@ class CompatConsumer(faust_aiokafka.Consumer):
         return True
 
     async def _wait_next_records(self, timeout: float) -> Any:
-        epoch = self._bulk_epoch
         records, active = await super()._wait_next_records(timeout)
         if not records or not self._bulk or not any(tp.topic in self._bulk for tp in records):
             return records, active
         rest = {tp: recs for tp, recs in records.items() if tp.topic not in self._bulk}
-        # What Faust's getmany checks before delivering a record, once per partition here.
-        if self.should_stop or not self.flow_active or self._revoking or epoch != self._bulk_epoch:
-            return rest, active  # nothing delivered: remedy 4 re-reads whatever was fetched
-        generation = self.app.consumer_generation_id
+        if self.should_stop or not self.flow_active:
+            return rest, active  # Faust's getmany seeks back to the committed offsets when the flow is stopped
         inbound = self.app.monitor.stream_inbound_time
         gaps: dict[Any, tuple[int, int]] = {}
+        dropped: list[Any] = []
+        live_active = self._get_active_partitions()  # Faust's live set, kept current by pause and resume
         for tp, recs in records.items():
             sink = self._bulk.get(tp.topic)
-            if sink is None or (active is not None and tp not in active):
+            if sink is None:
+                continue
+            # Decided now, per partition, not when the fetch began: a whole rebalance (revocation, assignment,
+            # seek) can pass while the fetch waits, or while an earlier partition's put waits for room. Records
+            # fetched before the seek are still right if they continue gaplessly from it (an offset's record
+            # never changes); records dropped here must be re-read, or nothing may ever fetch them again.
+            if self._revoking or not self._positioned or not self.flow_active or tp not in live_active:
+                dropped.append(tp)
                 continue
             run = self._gapless_run(tp, recs, gaps)
             if run:
                 self._read_offset[tp] = run[-1].offset
                 self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
                 inbound[tp] = time.monotonic()  # Faust's livelock check: this partition is being processed
-                await sink.put(tp, run, generation, epoch)
+                await sink.put(tp, run, self.app.consumer_generation_id, self._bulk_epoch)
         for tp, (expected, offset) in gaps.items():
             await self._reread(tp, expected, offset)
+        for tp in dropped:
+            await self._reread_dropped(tp)
         return rest, active
+
+    async def _reread_dropped(self, tp: Any) -> None:
+        """Records of ``tp`` were fetched and not delivered: seek back to the next record to deliver. During a
+        rebalance (or before its seek) there is nothing to do: the coming seek to the committed offset re-reads."""
+        expected = self._next_delivery.get(tp)
+        if self._revoking or not self._positioned or not self.flow_active or expected is None or self.should_stop:
+            return
+        log.info("%s[%d]: fetched records not delivered (partition inactive); re-reading from %d",
+                 tp.topic, tp.partition, expected)  # fmt: skip
+        await self.rewind(tp, expected)
 
     def _gapless_run(self, tp: Any, records: Sequence[Any], gaps: dict[Any, tuple[int, int]]) -> Sequence[Any]:
         """The records that continue ``tp`` gaplessly from the next expected offset (remedy 4 for a whole run)."""

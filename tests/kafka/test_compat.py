@@ -244,6 +244,31 @@ def test_bulk_run_starts_at_the_sought_position() -> None:
     assert seeks == [(EVENTS[0], 7)]
 
 
+def test_bulk_records_fetched_across_a_whole_rebalance_are_delivered_from_the_new_position() -> None:
+    """A fetch can wait through a revocation, an assignment and the seek; its records, gapless from the sought
+    position, belong to the new epoch. Dropping them stalled the partition when no later record came."""
+    consumer, sink, seeks = bulk_consumer([])
+    before = consumer.bulk_epoch
+
+    async def _fetch(active: Any, timeout: float) -> Any:
+        consumer._bulk_epoch += 1  # what the assignment does while this fetch waits (same committed offset 5)
+        return {EVENTS[0]: [record(EVENTS[0], o) for o in (5, 6, 7)]}
+
+    consumer._thread.getmany = _fetch  # type: ignore[method-assign]
+    delivered(consumer, 1)
+    assert sink.runs == [(0, [5, 6, 7], before + 1)]
+    assert seeks == []
+
+
+def test_bulk_records_of_a_partition_gone_inactive_are_re_read() -> None:
+    consumer, sink, seeks = bulk_consumer([[5, 6], [7, 8]])
+    delivered(consumer, 1)
+    consumer._get_active_partitions().discard(EVENTS[0])  # e.g. paused between the fetch and the hand-over
+    delivered(consumer, 1)
+    assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]
+    assert seeks == [(EVENTS[0], 7)]  # 7 and 8 were fetched past: sought back, not left for a later record
+
+
 def test_positions_are_committed_only_up_to_what_was_delivered_in_this_epoch() -> None:
     consumer, _sink, _ = bulk_consumer([[5, 6, 7]])
     delivered(consumer, 1)
