@@ -50,7 +50,10 @@ Faust keeps the group, assignment, tables, changelog, recovery and commits; the 
 position up to which a partition's records are durably processed (:meth:`CompatConsumer.advance`) and
 Faust's commit loop commits that position. Every revocation bumps a delivery epoch and first waits for the
 sink's batches in flight (:meth:`BulkSink.revoked`); a position reported for an older epoch, or beyond what
-was delivered, is refused (an invariant check, logged).
+was delivered, is refused (an invariant check, logged). Whether fetched records are handed over is decided per
+partition at hand-over (no revocation under way, partitions positioned, partition active), because a fetch can
+outlast a whole rebalance; records not handed over while positioned are sought back at once, since aiokafka's
+position already moved past them and no later seek may come.
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->

@@ -2,10 +2,10 @@
 
 Three tasks per worker (see :mod:`streams.worker.processing` for what is decided):
 
-1. *reader*: with ``--delivery stream`` (the default), iterates the agent's stream with acknowledgements off
-   (``stream.noack()``) and queues events; with ``--delivery bulk`` there is no reader: the consumer's fetch
-   loop hands whole gapless runs of records to :mod:`streams.worker.bulk`, skipping Faust's per-record
-   message, event and stream work;
+1. *intake*: with ``--delivery bulk`` (the default) the consumer's fetch loop hands whole gapless runs of
+   records to :mod:`streams.worker.bulk`, skipping Faust's per-record message, event and stream work; with
+   ``--delivery stream`` a *reader* iterates the agent's stream with acknowledgements off
+   (``stream.noack()``) and queues events;
 2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
    the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
    Per run it reads the state once and computes the new one (kept in a pending overlay until stored), then

@@ -64,7 +64,7 @@ class WorkerSettings:
     embedded: bool = False
     max_batch: int = 500
     batch_linger: float = 0.01
-    delivery: Delivery = "stream"  # how the events topic's records reach the processor (streams.worker.app)
+    delivery: Delivery = "bulk"  # how the events topic's records reach the processor (streams.worker.app)
     sweep_interval: float | None = None
     log_level: str = "info"
     worker_id: str | None = None

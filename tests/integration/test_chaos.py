@@ -15,7 +15,9 @@ being SIGKILLed, the broker SIGSTOPped for 5-10 s and continued. Afterwards:
 
 ``LOOPWATCH_CHAOS_SEEDS`` (default 10) sets how many seeds run, ``LOOPWATCH_CHAOS_FIRST_SEED`` the first, and
 ``LOOPWATCH_CHAOS_ROUNDS`` (default 1) how many rounds of disturbances each seed's (longer) stream gets,
-``LOOPWATCH_CHAOS_PARALLEL`` (default 4) how many seeds run at once.
+``LOOPWATCH_CHAOS_PARALLEL`` (default 4) how many seeds run at once. Every third seed runs the workers with
+``--delivery stream``, the others with the default bulk delivery; ``LOOPWATCH_CHAOS_DELIVERY`` (bulk or stream)
+runs every seed with one.
 """
 
 from __future__ import annotations
@@ -64,7 +66,12 @@ SEEDS = int(os.environ.get("LOOPWATCH_CHAOS_SEEDS", "10"))
 FIRST_SEED = int(os.environ.get("LOOPWATCH_CHAOS_FIRST_SEED", "1"))
 ROUNDS = int(os.environ.get("LOOPWATCH_CHAOS_ROUNDS", "1"))  # disturbance rounds per seed (the stream grows too)
 PARALLEL = int(os.environ.get("LOOPWATCH_CHAOS_PARALLEL", "4"))  # seeds at once, each with its own broker
+DELIVERY = os.environ.get("LOOPWATCH_CHAOS_DELIVERY")
 EVENTS = 2500 * ROUNDS
+
+
+def delivery_of(seed: int) -> str:
+    return DELIVERY or ("stream" if seed % 3 == 0 else "bulk")
 
 
 def stream(seed: int) -> list[tuple[bytes | None, bytes]]:
@@ -94,6 +101,7 @@ class Chaos:
 
     def __init__(self, seed: int, broker: EmbeddedBroker, names: Names, workdir: Path, config: Path) -> None:
         self.rng = random.Random(seed * 7919)
+        self.delivery = delivery_of(seed)
         self.broker = broker
         self.names = names
         self.workdir = workdir
@@ -107,8 +115,9 @@ class Chaos:
     def start(self, name: str) -> WorkerProcess:
         store = "rocksdb" if name == "w1" else "memory"  # memory: every takeover recovers from the changelog
         worker = WorkerProcess(
-            self.broker.bootstrap, self.names, self.workdir, config=self.config, store=store, name=name
-        )
+            self.broker.bootstrap, self.names, self.workdir, config=self.config, store=store, name=name,
+            extra=("--delivery", self.delivery),
+        )  # fmt: skip
         self.workers[name] = worker.start()
         self.all.append(worker)
         return worker
@@ -229,8 +238,12 @@ def wait_settled(broker: EmbeddedBroker, names: Names, chaos: Chaos, timeout: fl
         time.sleep(1.0)
 
 
+# Faust's and our own error lines, and the CLI's one-line failures ("loopwatch worker: no Kafka answer ...").
+_EXIT_LINE = re.compile(r"CRITICAL|Error:|Exception:|^loopwatch worker: (?!starting|ready|stopped)")
+
+
 def exit_reason(worker: WorkerProcess) -> str:
-    lines = [line for line in worker.log().splitlines() if re.search(r"CRITICAL|Error:|Exception:", line)]
+    lines = [line for line in worker.log().splitlines() if _EXIT_LINE.search(line)]
     return lines[-1].strip()[:300] if lines else "no reason logged"
 
 
@@ -338,7 +351,7 @@ def run_seed(seed: int, workdir: Path) -> str:
                 assert_no_defects(worker)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n  schedule: " + "; ".join(chaos.log)) from None
-        return f"{summary}, {skipped:.0f} skipped offsets; " + "; ".join(chaos.log)
+        return f"{chaos.delivery}: {summary}, {skipped:.0f} skipped offsets; " + "; ".join(chaos.log)
     finally:
         for worker in chaos.all:
             worker.stop()
