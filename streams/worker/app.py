@@ -11,10 +11,11 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    Per run it reads the state once and computes the new one (kept in a pending overlay until stored), then
    it *sends* the batch's verdicts and dead letters and moves on to the next batch;
 3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts and dead
-   letters, it writes the batch's states to the table and their changelog records (each "as" the run's own
-   source event, so the RocksDB partition database and the changelog partition are the source partition's:
-   co-partitioning); once those are confirmed too, it acknowledges the batch's events (bulk: reports each
-   partition's position to the consumer, which Faust's commit loop commits).
+   letters, it writes the batch's states to the table and sends their changelog records (each "as" the run's
+   own source event, so the RocksDB partition database and the changelog partition are the source partition's:
+   co-partitioning); its *confirmer*, in the same order, waits until those are confirmed too, then
+   acknowledges the batch's events (bulk: reports each partition's position to the consumer, which Faust's
+   commit loop commits). The two stages overlap one batch's changelog round trip with the next one's verdicts.
 
 Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
 event is never committed before its state, verdicts and dead letter are durable. A stored state is written
@@ -300,21 +301,45 @@ class LoopwatchWorker:
     async def _ack(
         self, pending: asyncio.Queue[_InFlight], acknowledge: Callable[[_InFlight], Awaitable[None]]
     ) -> None:
-        """Per batch, in order: verdicts confirmed -> states stored -> changelog confirmed -> acknowledge."""
+        """Per batch, in order: verdicts confirmed -> states stored, changelog sent. The confirmer then, in order:
+        changelog confirmed -> acknowledge. Two stages, so one batch's changelog round trip overlaps the next
+        batch's verdict round trip instead of adding to it."""
+        stored: asyncio.Queue[tuple[_InFlight, Any]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+        confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
+        try:
+            while True:
+                flight = await pending.get()
+                try:
+                    await flight.sent
+                    changelog = await self._store(flight)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._fatal(exc)
+                    return
+                if changelog is None:
+                    self._intake.stop()
+                    return  # shutting down: leave the rest unacknowledged, it is redelivered
+                await stored.put((flight, changelog))
+        finally:
+            confirmer.cancel()
+
+    async def _confirm(
+        self, stored: asyncio.Queue[tuple[_InFlight, Any]], acknowledge: Callable[[_InFlight], Awaitable[None]]
+    ) -> None:
+        """Acknowledge each stored batch once its changelog records are confirmed, in batch order."""
         while True:
-            flight = await pending.get()
+            flight, changelog = await stored.get()
             try:
-                await flight.sent
-                stored = await self._store(flight)
+                metas = await changelog
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self._fatal(exc)
                 return
-            if not stored:
-                self._intake.stop()
-                return  # shutting down: leave the rest unacknowledged, it is redelivered
-            await acknowledge(flight)
+            if not self.table.should_stop:  # a closed RocksDB store would be reopened
+                self._note_persisted([p for _, _, p, _ in flight.writes], metas)
+            await acknowledge(flight)  # durable in the changelog: acknowledged even while stopping
             self._count(flight)
 
     # --- bulk delivery -----------------------------------------------------------------------------------
@@ -407,11 +432,12 @@ class LoopwatchWorker:
             source = self._sources[record.partition] = source_partition(record.topic, record.partition)
         return source
 
-    async def _store(self, flight: _InFlight) -> bool:
-        """Write a confirmed batch's states to the table and the changelog; wait for the changelog."""
+    async def _store(self, flight: _InFlight) -> Any:
+        """Write a confirmed batch's states to the table and send their changelog records; returns the future of
+        the changelog confirmations, or None once the table is shutting down."""
         async with self._lock:
             if self.table.should_stop:
-                return False
+                return None
             data = self.table.data
             pending = self._pending_states
             for key, value, _, event in flight.writes:
@@ -422,10 +448,7 @@ class LoopwatchWorker:
             send = self.app.producer.send
             changelog = self.changelog_topic
             futures = [await send(changelog, key, value, p, None, None) for key, value, p, _ in flight.writes]
-        metas = await asyncio.gather(*futures)
-        if not self.table.should_stop:  # a closed RocksDB store would be reopened
-            self._note_persisted([p for _, _, p, _ in flight.writes], metas)
-        return True
+        return asyncio.gather(*futures)
 
     async def _process(self, records: list[InputRecord], source: Callable[[int], Any]) -> _InFlight | None:
         """Apply one batch and send its verdicts and dead letters; the acker does the rest.
