@@ -4,7 +4,7 @@ Three systems process the same realistic fleet traffic (:mod:`streams.simulate`,
 ``deploy/config/openclaw.json5``), raw and pre-hashed:
 
 (a) the loopwatch worker (``loopwatch worker``, a subprocess) with ``--delivery bulk`` (records taken in bulk
-    from the consumer's fetch loop) and, for comparison in the same run, its default ``--delivery stream``
+    from the consumer's fetch loop) and, for comparison in the same run, the earlier ``--delivery stream``
     (one Faust event per record); the ratios are of the bulk run;
 (b) a textbook Faust agent: per event one table get, one table set and an awaited ``send`` per published
     verdict, same decoding, core and state codec (``worker_bench.py textbook-worker``, a subprocess);
@@ -741,7 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{old.mean_batch:.0f} events per batch on average"  # type: ignore[attr-defined]
                 )
                 print(f"  bulk / stream delivery: throughput {a.rate / old.rate:.2f}x")
-                column["(a) with --delivery stream (default)"] = (
+                column["(a) with --delivery stream"] = (
                     f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
                 )
             if "b" not in skip:
