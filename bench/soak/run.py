@@ -744,11 +744,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["ttl_s"] = args.ttl
         summary["partitions"] = args.partitions
         write_outputs(args.out, summary, result["rows"])
-        from bench.soak.plot import plot
-
-        pngs = plot(result["rows"], summary, args.out)
         print(report(summary))
-        print(f"  outputs         {args.out}/summary.json, samples.csv, " + ", ".join(p.name for p in pngs))
+        try:
+            from bench.soak.plot import plot
+
+            plots = ", ".join(p.name for p in plot(result["rows"], summary, args.out))
+        except ImportError:  # the soak extra is not installed (make soak installs it)
+            plots = "no plots (matplotlib missing: make soak installs it)"
+        print(f"  outputs         {args.out}/summary.json, samples.csv, {plots}")
         ok = summary["comparison"]["lost"] == 0 and summary["drained"] and summary["run_gaps"]["resumed_after_ttl"] == 0
         if ok and not args.keep_events:
             shutil.rmtree(workdir, ignore_errors=True)  # logs and RocksDB files; kept when something failed

@@ -579,11 +579,14 @@ class LoopwatchWorker:
                     del data[key]
                     self.processor.forget(key)
                     sends.append(await app.producer.send(self.changelog_topic, key, None, partition, None, None))
-                if sends:
-                    await asyncio.gather(*sends)
-                expired += len(sends)
                 totals.live_runs += chunk.live_runs
                 totals.live_bytes += chunk.live_bytes
+            # The tombstones are queued in order behind every earlier changelog record of their partitions, and
+            # a resumed run's next state is queued behind its tombstone: waiting for the broker's confirmation
+            # outside the lock keeps batches from waiting for it.
+            if sends:
+                await asyncio.gather(*sends)
+            expired += len(sends)
             await asyncio.sleep(0)
         if expired:
             self.metrics.expired.inc(expired)
