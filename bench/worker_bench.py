@@ -741,9 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{old.mean_batch:.0f} events per batch on average"  # type: ignore[attr-defined]
                 )
                 print(f"  bulk / stream delivery: throughput {a.rate / old.rate:.2f}x")
-                column["(a) with --delivery stream"] = (
-                    f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
-                )
+                column["(a) with --delivery stream"] = f"{old.rate:,.0f} events/s, {old.cpu_per_event_us:.0f} µs"
             if "b" not in skip:
                 prefix = f"b-{variant}"
                 produce(boot, f"{prefix}.events", records, args.partitions)

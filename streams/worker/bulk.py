@@ -1,9 +1,10 @@
 """Bulk intake: the events topic's records, as the consumer's fetch loop hands them over, until processed.
 
-With ``--delivery bulk`` (the default) the consumer (:meth:`streams.kafka.compat.CompatConsumer.deliver_in_bulk`) puts each
-fetched gapless run of one partition's records here instead of passing every record through Faust's
-message, event and stream machinery; the worker's processor takes up to a batch of records at a time. The
-queue is bounded (the fetch loop waits for room), so batches grow with load and memory does not.
+With ``--delivery bulk`` (the default) the consumer
+(:meth:`streams.kafka.compat.CompatConsumer.deliver_in_bulk`) puts each fetched gapless run of one partition's
+records here instead of passing every record through Faust's message, event and stream machinery; the
+worker's processor takes up to a batch of records at a time. The queue is bounded (the fetch loop waits for
+room), so batches grow with load and memory does not.
 
 Revocation is the delicate part: a batch taken before the partitions move on must never be started after,
 and one already started must be stored and its position reported before the next owner may begin. So
