@@ -610,7 +610,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             # seek) can pass while the fetch waits, or while an earlier partition's put waits for room. Records
             # fetched before the seek are still right if they continue gaplessly from it (an offset's record
             # never changes); records dropped here must be re-read, or nothing may ever fetch them again.
-            if self._revoking or not self._positioned or not self.flow_active or tp not in live_active:
+            if not self._handing_over() or tp not in live_active:
                 dropped.append(tp)
                 continue
             run = self._gapless_run(tp, recs, gaps)
@@ -625,11 +625,15 @@ class CompatConsumer(faust_aiokafka.Consumer):
             await self._reread_dropped(tp)
         return rest, active
 
+    def _handing_over(self) -> bool:
+        """No revocation under way, partitions sought, flow running: fetched records may go to a bulk sink."""
+        return not self._revoking and self._positioned and self.flow_active
+
     async def _reread_dropped(self, tp: Any) -> None:
         """Records of ``tp`` were fetched and not delivered: seek back to the next record to deliver. During a
         rebalance (or before its seek) there is nothing to do: the coming seek to the committed offset re-reads."""
         expected = self._next_delivery.get(tp)
-        if self._revoking or not self._positioned or not self.flow_active or expected is None or self.should_stop:
+        if not self._handing_over() or expected is None or self.should_stop:
             return
         log.info("%s[%d]: fetched records not delivered (partition inactive); re-reading from %d",
                  tp.topic, tp.partition, expected)  # fmt: skip
