@@ -584,6 +584,7 @@ def raw_loop(args: argparse.Namespace) -> int:
 
     from streams.config_file import load_openclaw_config
     from streams.kafka.admin import ensure_topics
+    from streams.kafka.compat import PRODUCE_BATCH_BYTES
     from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 
     processor = RunProcessor(load_openclaw_config(CONFIG))
@@ -598,7 +599,10 @@ def raw_loop(args: argparse.Namespace) -> int:
              dead: args.partitions},
         )  # fmt: skip
         consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, enable_auto_commit=False, max_poll_records=500)
-        producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=0)
+        # the worker's produce batch size, so (a)/(c) compares the processing and not a producer setting
+        producer = AIOKafkaProducer(
+            bootstrap_servers=args.bootstrap, acks="all", linger_ms=0, max_batch_size=PRODUCE_BATCH_BYTES
+        )
         await consumer.start()
         await producer.start()
         tps = [TopicPartition(args.topic, p) for p in range(args.partitions)]

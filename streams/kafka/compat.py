@@ -84,6 +84,7 @@ from streams.kafka.security import KafkaSecurity
 __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
     "EMBEDDED_SESSION_TIMEOUT",
+    "PRODUCE_BATCH_BYTES",
     "BulkSink",
     "CompatConsumer",
     "CompatConsumerThread",
@@ -106,6 +107,12 @@ log = logging.getLogger(__name__)
 #: timeout and evicts a crashed member only when its session expires, so both bound join and takeover times.
 EMBEDDED_SESSION_TIMEOUT = 3.0
 EMBEDDED_HEARTBEAT_INTERVAL = 0.5
+
+#: Bytes per produce batch and partition. Faust's default (16 KiB) split one worker batch's changelog states
+#: (about 1.2 KiB each) into dozens of produce batches per partition: client CPU per batch, and on the embedded
+#: broker one stored object each, which every later fetch of the partition lists. Well below Kafka's default
+#: 1 MiB record-batch limit and Faust's 1 MB request limit.
+PRODUCE_BATCH_BYTES = 256 * 1024
 
 _TP = TypeVar("_TP", bound=tuple[str, int])
 
@@ -814,6 +821,7 @@ def faust_settings_for(
         "broker": ";".join(f"kafka://{host}" for host in hosts),
         "processing_guarantee": "at_least_once",
         "consumer_auto_offset_reset": "earliest",
+        "producer_max_batch_size": PRODUCE_BATCH_BYTES,
     }
     if embedded:
         settings.update(

@@ -326,3 +326,32 @@ def test_rewound_uncommitted_partitions_are_sought_from_their_start_offset() -> 
     thread._consumer = Aio()
     starts = run(thread._seek_to_committed_or_reset())
     assert starts == {EVENTS[0]: 3, EVENTS[1]: 3, changelog: None, TP("ev2", 0): 9}
+
+
+def test_the_producer_faust_builds_sends_produce_batches_of_produce_batch_bytes() -> None:
+    """The setting reaches aiokafka (through Faust's producer defaults), on real Kafka and the embedded broker,
+    and a batch of that size is a legal request."""
+    from streams.kafka.compat import PRODUCE_BATCH_BYTES
+
+    for embedded in (True, False):
+        app = faust.App("t-batch", **faust_settings_for("127.0.0.1:1", embedded=embedded))
+        settings = app.producer._settings_default()
+        assert settings["max_batch_size"] == PRODUCE_BATCH_BYTES > 16 * 1024
+        assert settings["max_request_size"] >= 2 * PRODUCE_BATCH_BYTES
+
+
+def test_the_embedded_worker_consumer_waits_at_most_fetch_max_wait_ms_per_fetch() -> None:
+    """``--embedded`` shortens Faust's 1.5 s fetch wait on the aiokafka consumer Faust creates (a private
+    attribute: this fails if aiokafka renames it, instead of the worker silently waiting 1.5 s per fetch)."""
+    from streams.kafka.embedded import FETCH_MAX_WAIT_MS, shorten_fetch_wait
+
+    app = faust.App("t-wait", **faust_settings_for("127.0.0.1:1", embedded=True), store="memory://")
+    apply_kafka_compat(app)
+    shorten_fetch_wait(app)
+
+    async def created() -> Any:
+        thread = cast(Any, app.consumer)._new_consumer_thread()
+        return thread._create_worker_consumer(app.transport)
+
+    consumer = asyncio.run(created())
+    assert consumer._fetch_max_wait_ms == FETCH_MAX_WAIT_MS < 1500
