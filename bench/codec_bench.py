@@ -6,6 +6,8 @@ the worker's batch processing once to get realistic run states; then each step i
 less than wall-clock time would:
 
 * decode: ``orjson.loads``, pydantic validation of the parsed record, ``to_tool_event``, all three together;
+* the whole batch processing as the worker does it (plan, decode, core, state codec), without Kafka: the
+  floor of the worker's CPU per event;
 * state write: the envelope encode (the record codec's memoised path), the general path it replaced, and
   the envelope decode the worker does when its decoded-state cache misses; bytes per stored state.
 
@@ -46,9 +48,14 @@ def cpu_median(repeat: int, count: int, fn: Callable[[], Any]) -> float:
     return statistics.median(times) / count * 1e6
 
 
-def written_states(values: Sequence[tuple[bytes, bytes]], partitions: int = 4, batch: int = 500) -> list[RunState]:
-    """Every state the worker writes for this traffic at batches of ``batch`` (one write per run and batch)."""
-    records = [InputRecord("events", zlib.crc32(k) % partitions, i, k, v) for i, (k, v) in enumerate(values)]
+def input_records(values: Sequence[tuple[bytes, bytes]], partitions: int = 4) -> list[InputRecord]:
+    return [InputRecord("events", zlib.crc32(k) % partitions, i, k, v) for i, (k, v) in enumerate(values)]
+
+
+def process_all(records: Sequence[InputRecord], *, collect: bool = True, batch: int = 500) -> list[RunState]:
+    """The worker's batch processing over ``records`` with a fresh processor and a dict store; with ``collect``
+    the states written (one write per run and batch). Without it, this is what every delivery (and the raw
+    loop of worker_bench) pays per event before any Kafka work."""
     processor = RunProcessor(load_openclaw_config(CONFIG))
     store: dict[bytes, bytes] = {}
     states = []
@@ -58,9 +65,10 @@ def written_states(values: Sequence[tuple[bytes, bytes]], partitions: int = 4, b
             result = processor.process(group, chunk, store.get(group.key), 0)
             assert result.value is not None
             store[group.key] = result.value
-            stored = processor.decode(group.key, result.value)  # the cached state object the core made
-            assert stored is not None
-            states.append(stored.state)
+            if collect:
+                stored = processor.decode(group.key, result.value)  # the cached state object the core made
+                assert stored is not None
+                states.append(stored.state)
     return states
 
 
@@ -88,7 +96,9 @@ def main() -> None:
             ("to_tool_event", cpu_median(r, n, lambda: [to_tool_event(e) for e in events])),  # noqa: B023
             ("decode_event + to_tool_event", cpu_median(r, n, lambda: [to_tool_event(decode_event(v)) for v in raws])),  # noqa: B023
         ]
-        states = written_states(values)
+        records = input_records(values)
+        states = process_all(records)
+        whole = cpu_median(r, n, lambda: process_all(records, collect=False))  # noqa: B023
         w = len(states)
         blobs = [envelope.encode(1, 2, 3, s) for s in states]
         histories = [s.history for s in states]
@@ -106,6 +116,7 @@ def main() -> None:
             print(f"  {label:32} {value:7.2f} us/event")
         for label, value in codec_parts:
             print(f"  {label:32} {value:7.2f} us/write   ({value * w / n:6.2f} us/event)")
+        print(f"  {'whole batch processing':32} {whole:7.2f} us/event (decode, core, state codec; no Kafka)")
         if general is not None:
             print(f"  record encoding general/memoised = {codec_parts[2][1] / codec_parts[1][1]:.2f}x")
         print(f"  state bytes per write: median {statistics.median(map(len, blobs)):.0f}, max {max(map(len, blobs))}")
