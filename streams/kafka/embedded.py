@@ -6,13 +6,10 @@ wait at 1500 ms, which made the event-to-verdict latency about a second on the e
 ``--embedded`` the worker's consumer waits at most :data:`FETCH_MAX_WAIT_MS` per fetch; on real Kafka the
 setting stays Faust's (a long wait costs nothing there).
 
-Why 10 ms, though a longer wait costs the broker less: every Fetch makes Tansu's memory storage list every
-record batch stored in each requested partition, so its CPU grows with the fetch rate times the batches
-stored. 50 ms cut a bulk worker's fetch rate and, over 210 s soaks at 800 events/s, the verdict p99 from
-about 1.4 s to 0.44 s; but it made the broker's group that never forms again (docs/embedded-broker.md)
-frequent: chaos seed 1 hit it in 3 of 6 runs with 50 ms and in none of 5 with 10 ms. The price of 10 ms: an
-idle worker polls five times as often (about 150-220 ms of CPU per second against 45-60 with 50 ms, in
-bench/worker_bench.py) and the p99 at 1,000 events/s is higher (about 90-115 ms against 67-69).
+Why 10 ms, though a longer wait costs the broker less (every Fetch makes Tansu list every stored record batch
+of each requested partition) and an idle worker less (it polls the broker every wait): 50 ms made the broker's
+group that never forms again frequent in the chaos test. The measurements on both sides are in
+docs/performance.md and docs/embedded-broker.md.
 
 Installed through the transport's consumer class (the same seam :mod:`streams.kafka.compat` uses), for this
 app only, so it sits beside the other broker remedies (:mod:`streams.kafka.compat`) but is not one of them:
