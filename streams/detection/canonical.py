@@ -98,15 +98,35 @@ def _big_int(value: int) -> str:
         return '"Infinity"' if value > 0 else '"-Infinity"'
 
 
+#: Per key sequence (insertion order) of an object: its keys in canonical order with their quoted prefixes.
+#: Tool arguments and results repeat a few shapes, so sorting and quoting are paid once per shape. Bounded:
+#: only objects of up to ``_LAYOUT_KEYS`` keys are kept, and the memo is cleared when full.
+_LAYOUTS: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+_LAYOUTS_MAX: Final = 4096
+_LAYOUT_KEYS: Final = 32
+
+
+def _layout(keys: tuple[str, ...]) -> list[tuple[str, str]]:
+    ordered = sorted(keys)
+    joined = "".join(ordered)
+    if not joined.isascii() and _ASTRAL.search(joined) is not None:
+        ordered.sort(key=_utf16_units)  # code point order differs from UTF-16 order only for astral chars
+    return [(k, _quote(k) + ":") for k in ordered]
+
+
 def _object(obj: Mapping[Any, Any]) -> str:
     if not obj:
         return "{}"
-    keys = sorted(obj)
-    joined = "".join(keys)
-    if not joined.isascii() and _ASTRAL.search(joined) is not None:
-        keys.sort(key=_utf16_units)  # code point order differs from UTF-16 order only for astral chars
     enc = _encode
-    return "{" + ",".join([_quote(k) + ":" + enc(obj[k]) for k in keys]) + "}"
+    if len(obj) > _LAYOUT_KEYS:
+        return "{" + ",".join([prefix + enc(obj[k]) for k, prefix in _layout(tuple(obj))]) + "}"
+    keys = tuple(obj)
+    layout = _LAYOUTS.get(keys)
+    if layout is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[keys] = _layout(keys)
+    return "{" + ",".join([prefix + enc(obj[k]) for k, prefix in layout]) + "}"
 
 
 def _encode(value: Any) -> str:

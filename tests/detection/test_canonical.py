@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
 import random
@@ -110,6 +111,21 @@ def test_nesting_and_key_order() -> None:
     assert canonical(b"\x00\x01") == '{"data":"AAE=","type":"Uint8Array"}'
     with pytest.raises(TypeError):
         canonical(object())
+
+
+def test_key_layouts_are_memoised_per_insertion_order_and_bounded() -> None:
+    mod = importlib.import_module("streams.detection.canonical")
+
+    forward = {"b": 1, "\U0001f600": 2, "\uffff": 3, "a": 4}
+    backward = dict(reversed(forward.items()))
+    expected = '{"a":4,"b":1,"\U0001f600":2,"\uffff":3}'
+    assert canonical(forward) == canonical(forward) == canonical(backward) == expected
+    wide = {f"k{i:03d}": i for i in reversed(range(mod._LAYOUT_KEYS + 5))}  # past the memo's key limit
+    assert canonical(wide) == "{" + ",".join(f'"k{i:03d}":{i}' for i in range(mod._LAYOUT_KEYS + 5)) + "}"
+    assert tuple(wide) not in mod._LAYOUTS
+    for i in range(mod._LAYOUTS_MAX + 10):  # hostile traffic: a new key set per object
+        assert canonical({f"x{i}": i, "a": 0}) == f'{{"a":0,"x{i}":{i}}}'
+        assert len(mod._LAYOUTS) <= mod._LAYOUTS_MAX
 
 
 def test_digest_is_sha256_of_the_canonical_text() -> None:
