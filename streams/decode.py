@@ -223,7 +223,7 @@ def accept(key: bytes | None, value: bytes | bytearray | memoryview) -> Event | 
 
 def _outcome(event: ToolCallEvent | ToolResultEvent) -> Outcome | None:
     """The one outcome that counts: error, then result, then result_hash."""
-    # Positional arguments (field order of Outcome and ToolEvent): keywords cost a frozen dataclass twice as much.
+    # Positional arguments, in the field order of Outcome and ToolEvent (tests/test_tool_event.py pins it).
     if event.error is not None:
         return Outcome(MISSING, event.error)
     if event.result is not None:

@@ -1,4 +1,4 @@
-"""``to_tool_event`` builds its dataclasses positionally (cheaper): pin it to the field-by-name meaning."""
+"""``to_tool_event`` builds its named tuples positionally (cheaper): pin it to the field-by-name meaning."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 EventKind = Literal["tool_call", "tool_result", "compaction_retry"]
 DecisionKind = Literal["warning", "block", "abort"]
@@ -46,9 +46,11 @@ class LoopConfig:
     profile: str = PROFILE_2026_7  # which OpenClaw generation's rules apply (streams.detection.profiles)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a tool call produced. Exactly one of the three is meaningful (error wins, then result, then hash).
+
+    A named tuple, like :class:`ToolEvent`: both are built for every event, and a tuple costs a fifth of a
+    frozen dataclass to build while being just as immutable.
 
     ``result`` is the raw tool-result object (or any JSON value); ``error`` the thrown message;
     ``result_hash`` a gateway-computed outcome hash, with ``unknown_tool_name`` parsed on the gateway.
@@ -63,8 +65,7 @@ class Outcome:
     no_progress: bool = False  # an explicit no-progress outcome (an unchanged write)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolEvent:
+class ToolEvent(NamedTuple):
     """One event of a run, already validated. ``scope`` is the scope key (trimmed run id, else session id).
 
     For tool events, ``args`` is the raw JSON value (``MISSING`` when only ``args_hash`` was sent) and

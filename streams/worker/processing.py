@@ -23,7 +23,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import NamedTuple, cast
 
 import orjson
 
@@ -40,9 +40,8 @@ from streams.worker.envelope import StoredRun
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class InputRecord:
-    """One consumed record, as the shell hands it over."""
+class InputRecord(NamedTuple):
+    """One consumed record, as the shell hands it over (a named tuple: one is built per record)."""
 
     topic: str
     partition: int

@@ -276,7 +276,7 @@ def test_poll_action_is_ignored_with_raw_args_and_on_other_tools() -> None:
 
 
 def _fields(event: ToolEvent) -> dict[str, object]:
-    return {name: getattr(event, name) for name in ToolEvent.__slots__}
+    return {name: getattr(event, name) for name in ToolEvent._fields}
 
 
 def test_hashed_args_with_a_raw_poll_result_hash_like_raw_args() -> None:
