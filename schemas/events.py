@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -63,7 +63,17 @@ def ts_to_epoch_ms(ts: str | int | float) -> float:
     return value
 
 
+#: Integers below this in magnitude convert to a finite double (what ``ts_to_epoch_ms`` needs of a number).
+_FINITE_INT: Final = 2**1000
+
+
 def _validate_ts(value: object) -> str | int | float:
+    # Epoch-millisecond numbers, what the bridge sends, are checked here without a call: runs for every event.
+    if type(value) is int:
+        if -_FINITE_INT < value < _FINITE_INT:
+            return value
+    elif type(value) is float and value - value == 0.0:  # false for inf and nan
+        return value
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError("ts must be an RFC 3339 string or epoch milliseconds")
     ts_to_epoch_ms(value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from schemas import (
@@ -140,6 +142,41 @@ def test_ts_kept_as_given_and_converted() -> None:
     assert ts_to_epoch_ms("1970-01-01t00:00:00.123456789z") == pytest.approx(123.456)
     assert ts_to_epoch_ms(1_700_000_000_000) == 1_700_000_000_000.0
     assert ts_to_epoch_ms(1.5) == 1.5
+
+
+def _ts_answer(ts: object) -> object:
+    try:
+        return CompactionRetryEvent.model_validate(base(type="compaction_retry", ts=ts)).ts
+    except ValidationError:
+        return "rejected"
+    except OverflowError:  # an int beyond any double (orjson never parses one) escapes the validator
+        return "overflow"
+
+
+def _ts_reference(ts: object) -> object:
+    """The rule without the validator's fast path for numbers: a str or non-bool number that converts."""
+    if isinstance(ts, bool) or not isinstance(ts, str | int | float):
+        return "rejected"
+    try:
+        ts_to_epoch_ms(ts)
+    except ValueError:
+        return "rejected"
+    except OverflowError:
+        return "overflow"
+    return ts
+
+
+@given(
+    st.one_of(
+        st.integers(),
+        st.integers(min_value=2**999, max_value=2**1100),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.none(),
+    )
+)
+def test_numeric_ts_fast_path_answers_as_the_full_check(ts: object) -> None:
+    assert _ts_answer(ts) == _ts_reference(ts)
 
 
 def test_discriminated_union() -> None:
