@@ -21,8 +21,7 @@ decoding the core state (the TTL sweep looks at every run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgpack
 
@@ -37,17 +36,15 @@ class EnvelopeError(ValueError):
     """A stored value this worker did not write (or a future format)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
-    """The envelope fields the TTL sweep needs."""
+class Header(NamedTuple):
+    """The envelope fields the TTL sweep needs (named tuples here: one is built per run and sweep or write)."""
 
     partition: int
     last_offset: int
     last_seen_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRun:
+class StoredRun(NamedTuple):
     """A decoded envelope."""
 
     partition: int
