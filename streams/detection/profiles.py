@@ -9,6 +9,7 @@ Pure: the version table maps a gateway's OpenClaw version to a profile; the shel
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ VERSION_TABLE: Final[tuple[tuple[Version, str], ...]] = (((0, 0, 0), PROFILE_202
 _VERSION: Final = re.compile(r"\s*v?(\d{1,6})\.(\d{1,6})\.(\d{1,6})(?:[-+.][0-9A-Za-z.+-]*)?\s*")
 
 
+@functools.lru_cache(maxsize=256)  # stamped on every event of a gateway, and a fleet runs a few versions
 def parse_version(text: str) -> Version | None:
     """``2026.9.6`` (optionally ``v``-prefixed or with a pre-release/build suffix) as a tuple, else None."""
     match = _VERSION.fullmatch(text)
