@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import faust
@@ -378,8 +379,7 @@ class LoopwatchWorker:
                 last_size = len(records)
                 intake.begin()  # no await between the epoch check and here: a revocation now waits for it
                 try:
-                    sources = [self._source(rec) for rec in records]
-                    flight = await self._process(records, sources.__getitem__)
+                    flight = await self._process(records, partial(self._source_of, records))
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -414,6 +414,10 @@ class LoopwatchWorker:
                 if consumer.bulk_epoch != epoch:
                     return [], {}
                 tracker.start(partition, chunk.generation, committed)
+            if tracker.take_run(partition, [rec.offset for rec in chunk.records]):
+                records += [InputRecord(rec.topic, partition, rec.offset, rec.key, rec.value) for rec in chunk.records]
+                positions[tp] = chunk.records[-1].offset + 1
+                continue
             observe = tracker.observe
             for rec in chunk.records:
                 step = observe(partition, rec.offset)
@@ -424,6 +428,9 @@ class LoopwatchWorker:
                     await self._reread(consumer, tp, rec.offset, step, epoch)
                     break  # the rest waits for the re-read
         return records, positions
+
+    def _source_of(self, records: Sequence[InputRecord], index: int) -> Any:
+        return self._source(records[index])  # asked per run, not per record
 
     def _source(self, record: InputRecord) -> Any:
         """The stand-in current event of a bulk record's partition (see :mod:`streams.worker.event_context`)."""

@@ -88,6 +88,33 @@ def test_applied_offsets_are_always_contiguous_from_the_start(first: int, offset
     assert applied == list(range(first, first + len(applied)))
 
 
+@given(
+    st.integers(0, 50),
+    st.booleans(),
+    st.lists(st.lists(st.integers(0, 80), max_size=8), max_size=6),
+    st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_take_run_is_observe_on_a_dense_run_and_nothing_otherwise(
+    first: int, rereading: bool, chunks: list[list[int]], dense: list[bool]
+) -> None:
+    """A run taken at once leaves the tracker as observing it record by record would, all APPLY."""
+    fast, slow = started(first), started(first)
+    if rereading:  # mid re-read after a jump
+        fast.observe(0, first + 100)
+        slow.observe(0, first + 100)
+    for offsets, make_dense in zip(chunks, dense, strict=False):
+        if make_dense:  # most runs in production: the next offsets exactly
+            offsets = list(range(slow._parts[0].next, slow._parts[0].next + len(offsets)))
+        before = (fast._parts[0].next, fast._parts[0].rereading)
+        if fast.take_run(0, offsets):
+            assert [slow.observe(0, o) for o in offsets] == [Step.APPLY] * len(offsets)
+        else:
+            assert (fast._parts[0].next, fast._parts[0].rereading) == before
+            for o in offsets:
+                assert fast.observe(0, o) == slow.observe(0, o)
+        assert (fast._parts[0].next, fast._parts[0].rereading) == (slow._parts[0].next, slow._parts[0].rereading)
+
+
 # --- the worker's reader on Faust's real consumer ---------------------------------------------------------
 
 
