@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from streams.devbroker import EmbeddedBroker
+from tests.support.procs import sigterm_as_interrupt
 from tests.support.worker import Feeder, WorkerProcess, fleet_traffic, keyed, metric, new_names, write_config
 
 WINDOW = 25.0
@@ -78,4 +80,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with sigterm_as_interrupt():  # a stopped benchmark stops its broker and workers too
+            main()
+    except KeyboardInterrupt:
+        sys.exit("membership bench: interrupted; the processes it started are stopped")

@@ -56,6 +56,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from streams.topics import changelog_topic  # noqa: E402
+from tests.support.procs import sigterm_as_interrupt  # noqa: E402
 from tests.support.worker import metric, scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
@@ -872,4 +873,8 @@ def disjoint(records: Sequence[tuple[bytes, bytes]], tag: str) -> list[tuple[byt
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        with sigterm_as_interrupt():  # a stopped benchmark stops its broker and workers too
+            sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit("worker bench: interrupted; the processes it started are stopped")

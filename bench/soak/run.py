@@ -33,7 +33,6 @@ import math
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ import orjson
 from bench.soak import compare, stats
 from bench.soak.traffic import gateways_for, soak_events
 from streams.worker.settings import WorkerSettings
-from tests.support.procs import stop_all
+from tests.support.procs import sigterm_as_interrupt, stop_all
 from tests.support.worker import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -724,10 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.events_file = workdir / "events.jsonl"
     print(f"soak work dir {workdir} (logs, RocksDB, events file)", flush=True)
 
-    def terminate(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    interrupt = contextlib.ExitStack()
+    interrupt.enter_context(sigterm_as_interrupt())
     try:
         with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
             try:
@@ -760,7 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: every process stopped", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        interrupt.close()
         if not args.keep_events:
             with contextlib.suppress(OSError):
                 args.events_file.unlink()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -24,6 +24,7 @@ __all__ = [
     "free_port",
     "kill_process",
     "python_env",
+    "sigterm_as_interrupt",
     "start_process",
     "stop_all",
     "stop_process",
@@ -151,3 +152,19 @@ def stop_all(timeout: float = 5.0) -> list[int]:
 
 
 atexit.register(stop_all)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside, SIGTERM raises ``KeyboardInterrupt`` in the main thread, so ``finally`` blocks and ``atexit`` stop
+    what a benchmark started; SIGTERM's default action ends the process at once and leaves its brokers and
+    workers running (a worker then retries its vanished broker, burning CPU, until someone kills it)."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
