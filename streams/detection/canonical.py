@@ -117,15 +117,15 @@ def _layout(keys: tuple[str, ...]) -> list[tuple[str, str]]:
 def _object(obj: Mapping[Any, Any]) -> str:
     if not obj:
         return "{}"
-    enc = _encode
-    if len(obj) > _LAYOUT_KEYS:
-        return "{" + ",".join([prefix + enc(obj[k]) for k, prefix in _layout(tuple(obj))]) + "}"
     keys = tuple(obj)
     layout = _LAYOUTS.get(keys)
     if layout is None:
-        if len(_LAYOUTS) >= _LAYOUTS_MAX:
-            _LAYOUTS.clear()
-        layout = _LAYOUTS[keys] = _layout(keys)
+        layout = _layout(keys)
+        if len(keys) <= _LAYOUT_KEYS:
+            if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                _LAYOUTS.clear()
+            _LAYOUTS[keys] = layout
+    enc = _encode
     return "{" + ",".join([prefix + enc(obj[k]) for k, prefix in layout]) + "}"
 
 
