@@ -26,8 +26,9 @@ from typing import Any
 
 import orjson
 
+from schemas.events import EVENT_MODELS
 from streams.config_file import load_openclaw_config
-from streams.decode import _VALIDATORS, decode_event, to_tool_event  # the validators the decoder calls
+from streams.decode import decode_event, to_tool_event
 from streams.detection import RunState
 from streams.detection import state_codec as codec
 from streams.simulate import simulate
@@ -35,6 +36,8 @@ from streams.worker import envelope
 from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 
 CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "config" / "openclaw.json5"
+#: What the decoder calls per record (streams.decode keeps its own, private table): each model's validator.
+VALIDATORS = {kind: model.__pydantic_validator__.validate_python for kind, model in EVENT_MODELS.items()}
 
 
 def cpu_median(repeat: int, count: int, fn: Callable[[], Any]) -> float:
@@ -91,7 +94,7 @@ def main() -> None:
         r = args.repeat
         decode_parts = [
             ("orjson.loads", cpu_median(r, n, lambda: [orjson.loads(v) for v in raws])),  # noqa: B023
-            ("pydantic validate", cpu_median(r, n, lambda: [_VALIDATORS[o["type"]](o) for o in objs])),  # noqa: B023
+            ("pydantic validate", cpu_median(r, n, lambda: [VALIDATORS[o["type"]](o) for o in objs])),  # noqa: B023
             ("to_tool_event", cpu_median(r, n, lambda: [to_tool_event(e) for e in events])),  # noqa: B023
             ("decode_event + to_tool_event", cpu_median(r, n, lambda: [to_tool_event(decode_event(v)) for v in raws])),  # noqa: B023
         ]
