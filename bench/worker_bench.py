@@ -4,8 +4,9 @@ Three systems process the same realistic fleet traffic (:mod:`streams.simulate`,
 ``deploy/config/openclaw.json5``), raw and pre-hashed:
 
 (a) the loopwatch worker (``loopwatch worker``, a subprocess) with ``--delivery bulk`` (records taken in bulk
-    from the consumer's fetch loop) and, for comparison in the same run, the earlier ``--delivery stream``
-    (one Faust event per record); the ratios are of the bulk run;
+    from the consumer's fetch loop) and, for comparison in the same run, the same backlog written in small
+    producer batches (one or two events each, as gateways send them when not busy) and the earlier
+    ``--delivery stream`` (one Faust event per record); the ratios are of the bulk run;
 (b) a textbook Faust agent: per event one table get, one table set and an awaited ``send`` per published
     verdict, same decoding, core and state codec (``worker_bench.py textbook-worker``, a subprocess);
 (c) a raw aiokafka loop without Faust: ``getmany`` -> the worker's batch processing with a dict store ->
@@ -23,7 +24,8 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
 * scale-out: 1 and 2 worker processes in one consumer group, settled on a warm-up first, then a backlog;
   throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event;
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
-  made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write);
+  made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
+  and the worker's CPU per event and mean batch at that rate (keeping up costs more than draining a backlog);
 * stored bytes per run (the newest changelog value of every run).
 
 Everything is printed per variant and then side by side in one table. Every throughput run reads a topic
@@ -86,22 +88,36 @@ def records_for(events: int, *, hashed: bool, seed: int = 7) -> list[tuple[bytes
     return list(simulate(gateways=gateways, rate=1000.0, duration=events / 1000.0, seed=seed, hashed=hashed))
 
 
+#: Producer batch bytes of the backlogs: large, as a bulk loader writes them.
+LARGE_BATCHES = 256 * 1024
+#: A producer batch that holds one or two events, as a gateway's producer sends them when it is not busy.
+SMALL_BATCHES = 1200
+
+
 def produce(
-    bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]], partitions: int
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes, bytes]],
+    partitions: int,
+    batch_bytes: int = LARGE_BATCHES,
 ) -> dict[int, tuple[int, int]]:
     """Write ``records`` to ``topic`` (created if needed); returns (first, last) offset per partition."""
-    return asyncio.run(produce_async(bootstrap, topic, records, partitions))
+    return asyncio.run(produce_async(bootstrap, topic, records, partitions, batch_bytes))
 
 
 async def produce_async(
-    bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]], partitions: int
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes, bytes]],
+    partitions: int,
+    batch_bytes: int = LARGE_BATCHES,
 ) -> dict[int, tuple[int, int]]:
     from aiokafka import AIOKafkaProducer
 
     from streams.kafka.admin import ensure_topics
 
     await ensure_topics(bootstrap, {topic: partitions})
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=batch_bytes)
     await producer.start()
     try:
         futures = [await producer.send(topic, value, key=key) for key, value in records]
@@ -294,9 +310,11 @@ def run_worker(
     store: str,
     workdir: Path,
     delivery: str = "bulk",
+    batch_bytes: int = LARGE_BATCHES,
+    label: str | None = None,
 ) -> Result:
-    """(a): one worker drains a backlog produced before it started."""
-    span = produce(bootstrap, f"{prefix}.events", records, partitions)
+    """(a): one worker drains a backlog produced before it started (in producer batches of ``batch_bytes``)."""
+    span = produce(bootstrap, f"{prefix}.events", records, partitions, batch_bytes)
     proc, port = start_worker(bootstrap, prefix, partitions, store, workdir, delivery=delivery)
 
     async def run() -> Result:
@@ -308,7 +326,7 @@ def run_worker(
                 await watch.poll()
         finally:
             await watch.stop()
-        result = Result(f"(a) loopwatch worker, {delivery}", events, seconds, cpu)
+        result = Result(label or f"(a) loopwatch worker, {delivery}", events, seconds, cpu)
         result.sizes = sorted(watch.sizes.values())  # type: ignore[attr-defined]
         return result
 
@@ -391,7 +409,9 @@ def latency_run(
     batching and processing) and ``store`` (verdict send to the covering state write: the verdict's
     confirmation and the table write); ``received`` adds the fetch of a consumer reading the verdict.
     ``write`` = every state write minus the ``ts`` of the newest event it covers (almost every event, so stable
-    percentiles). ``top_*`` are the components of the verdicts at or above the p99.
+    percentiles). ``top_*`` are the components of the verdicts at or above the p99. ``cpu_us`` and ``batch``
+    (one value each) are the worker's CPU per event and its mean batch over the traffic: what it costs to keep
+    up at this rate, next to what draining a backlog costs in (a).
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -403,7 +423,7 @@ def latency_run(
     asyncio.run(ensure_topics(bootstrap, topics))
     warm = disjoint(simulate_records(20, 2.0, hashed), "warm-")
     warm_span = produce(bootstrap, f"{prefix}.events", warm, partitions)
-    proc, _ = start_worker(bootstrap, prefix, partitions, store, workdir)
+    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir)
     changelog = changelog_of(prefix)
     try:
         gateways = max(10, int(rate * seconds) // 600)
@@ -422,6 +442,8 @@ def latency_run(
                 consumer.seek(tp, ends[tp])
             producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
             await producer.start()
+            before = scrape(port)  # one scrape each side of the traffic: its cost is a few ms of the worker's CPU
+            cpu_before = cpu_seconds(proc.pid)
             verdicts: list[tuple[int, int, int, float]] = []  # (partition, offset, verdict timestamp, received)
             stop_reading = asyncio.Event()
 
@@ -464,13 +486,20 @@ def latency_run(
             deadline = time.monotonic() + 60
             while watch.processed(span) < total and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)  # every state stored (the follow task polls the changelog)
+            cpu_used = cpu_seconds(proc.pid) - cpu_before
+            after = scrape(port)
             await asyncio.sleep(1.0)  # and the last verdicts read
             stop_reading.set()
             await asyncio.gather(*tasks)
             await producer.stop()
             await consumer.stop()
             await watch.stop()
-            return breakdown(events, verdicts, watch.writes)
+            samples = breakdown(events, verdicts, watch.writes)
+            samples["cpu_us"] = [cpu_used / max(1, len(traffic)) * 1e6]
+            batches = metric(after, "loopwatch_batch_events_count") - metric(before, "loopwatch_batch_events_count")
+            batched = metric(after, "loopwatch_batch_events_sum") - metric(before, "loopwatch_batch_events_sum")
+            samples["batch"] = [batched / batches if batches else 0.0]
+            return samples
 
         return asyncio.run(run())
     finally:
@@ -703,7 +732,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--latency-rates", default="", help="comma-separated extra rates (events/s) for latency runs, e.g. 500,1000"
     )
     parser.add_argument("--variants", default="raw,prehashed", help="comma-separated: raw, prehashed")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: stream, b, c, group, latency")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated parts to leave out: small, stream, b, c, group, latency"
+    )
     args = parser.parse_args(argv)
     if args.command == "textbook-worker":
         return textbook_worker(args)
@@ -743,6 +774,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             net_us = a.cpu_per_event_us - idle_ms * 1000 / a.rate
             column["(a) CPU/event less the idle CPU over the window"] = f"{net_us:.0f} µs"
             column["(a) events per batch, mean"] = f"{a.mean_batch:.0f}"  # type: ignore[attr-defined]
+            if "small" not in skip:
+                # The same backlog as a fleet writes it when no gateway is busy: one or two events per record
+                # batch. The consumer's cost per fetched record batch shows here, hidden in (a)'s large batches.
+                small = run_worker(
+                    boot, f"m-{variant}", records, args.partitions, args.store, workdir,
+                    batch_bytes=SMALL_BATCHES, label="(a) bulk, small producer batches",
+                )  # fmt: skip
+                print(small.line())
+                print(f"  (a) small producer batches: {small.mean_batch:.0f} events per batch on average")  # type: ignore[attr-defined]
+                column["(a) backlog in small producer batches (1–2 events each)"] = (
+                    f"{small.rate:,.0f} events/s, {small.cpu_per_event_us:.0f} µs CPU/event"
+                )
             if "stream" not in skip:
                 old = run_worker(boot, f"s-{variant}", records, args.partitions, args.store, workdir, "stream")
                 print(old.line())
@@ -820,7 +863,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed
                 )
                 what = "half of (a)" if n == 0 else "fixed rate"
+                cpu_us, batch = samples["cpu_us"][0], samples["batch"][0]
                 print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s:")
+                print(f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average")
                 for label, name in (
                     ("event -> verdict sent", "verdict"),
                     ("  event produce ack", "ack"),
@@ -841,6 +886,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 verdict = samples.get("verdict", [])
                 key = f"event → verdict p50 / p99 at {'half of (a)' if n == 0 else f'{rate:.0f}/s'}"
                 column[key] = f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
+                column[f"{key.removeprefix('event → verdict p50 / p99 ')}: worker CPU/event, batch"] = (
+                    f"{cpu_us:.0f} µs, {batch:.0f}"
+                )
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")
