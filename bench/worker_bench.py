@@ -49,7 +49,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -92,6 +92,16 @@ def records_for(events: int, *, hashed: bool, seed: int = 7) -> list[tuple[bytes
 LARGE_BATCHES = 256 * 1024
 #: A producer batch that holds one or two events, as a gateway's producer sends them when it is not busy.
 SMALL_BATCHES = 1200
+
+
+def mean_batch(after: str, before: str | None = None) -> float:
+    """Events per worker batch between two ``/metrics`` scrapes (from the start without ``before``)."""
+    count = metric(after, "loopwatch_batch_events_count")
+    total = metric(after, "loopwatch_batch_events_sum")
+    if before is not None:
+        count -= metric(before, "loopwatch_batch_events_count")
+        total -= metric(before, "loopwatch_batch_events_sum")
+    return total / count if count else 0.0
 
 
 def produce(
@@ -332,9 +342,8 @@ def run_worker(
 
     try:
         result = asyncio.run(run())
-        after = scrape(port)  # after the window: how large the batches grew
-        batches = metric(after, "loopwatch_batch_events_count")
-        result.mean_batch = metric(after, "loopwatch_batch_events_sum") / batches if batches else 0.0  # type: ignore[attr-defined]
+        # after the window: how large the batches grew
+        result.mean_batch = mean_batch(scrape(port))  # type: ignore[attr-defined]
         result.idle_ms, result.scrape_ms = idle_and_scrape_cost(proc, port)  # type: ignore[attr-defined]
         return result
     finally:
@@ -398,10 +407,18 @@ def run_group(
             stop(proc)
 
 
+class LatencyRun(NamedTuple):
+    """What :func:`latency_run` measured."""
+
+    samples: dict[str, list[float]]
+    cpu_us: float  # the worker's CPU per event over the traffic
+    batch: float  # its mean batch over the traffic
+
+
 def latency_run(
     bootstrap: str, prefix: str, rate: float, seconds: float, partitions: int, store: str, workdir: Path, hashed: bool
-) -> dict[str, list[float]]:
-    """Produce at ``rate`` with real-time ``ts``; return latency samples (ms) by name.
+) -> LatencyRun:
+    """Produce at ``rate`` with real-time ``ts``; return latency samples (ms) by name, and the worker's load.
 
     Per verdict (matched to its event by the verdict's ``source``): ``verdict`` = verdict record timestamp (the
     worker's send) minus the event's ``ts``, made of ``ack`` (the event's produce round trip, our producer and
@@ -409,9 +426,9 @@ def latency_run(
     batching and processing) and ``store`` (verdict send to the covering state write: the verdict's
     confirmation and the table write); ``received`` adds the fetch of a consumer reading the verdict.
     ``write`` = every state write minus the ``ts`` of the newest event it covers (almost every event, so stable
-    percentiles). ``top_*`` are the components of the verdicts at or above the p99. ``cpu_us`` and ``batch``
-    (one value each) are the worker's CPU per event and its mean batch over the traffic: what it costs to keep
-    up at this rate, next to what draining a backlog costs in (a).
+    percentiles). ``top_*`` are the components of the verdicts at or above the p99. The worker's CPU per event
+    and mean batch over the traffic are what it costs to keep up at this rate, next to what draining a backlog
+    costs in (a).
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -429,7 +446,7 @@ def latency_run(
         gateways = max(10, int(rate * seconds) // 600)
         traffic = list(simulate(gateways=gateways, rate=rate, duration=seconds, seed=5, hashed=hashed))
 
-        async def run() -> dict[str, list[float]]:
+        async def run() -> LatencyRun:
             watch = ChangelogWatch(bootstrap, changelog, partitions)
             await watch.start()
             await watch_until_done(watch, [proc], warm_span, timeout=120)
@@ -495,11 +512,7 @@ def latency_run(
             await consumer.stop()
             await watch.stop()
             samples = breakdown(events, verdicts, watch.writes)
-            samples["cpu_us"] = [cpu_used / max(1, len(traffic)) * 1e6]
-            batches = metric(after, "loopwatch_batch_events_count") - metric(before, "loopwatch_batch_events_count")
-            batched = metric(after, "loopwatch_batch_events_sum") - metric(before, "loopwatch_batch_events_sum")
-            samples["batch"] = [batched / batches if batches else 0.0]
-            return samples
+            return LatencyRun(samples, cpu_used / len(traffic) * 1e6, mean_batch(after, before))
 
         return asyncio.run(run())
     finally:
@@ -859,11 +872,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples = latency_run(
+                samples, cpu_us, batch = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed
                 )
                 what = "half of (a)" if n == 0 else "fixed rate"
-                cpu_us, batch = samples["cpu_us"][0], samples["batch"][0]
+                at = "half of (a)" if n == 0 else f"{rate:.0f}/s"
                 print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s:")
                 print(f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average")
                 for label, name in (
@@ -884,11 +897,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 made_of = ", ".join(f"{name} {statistics.fmean(v):.0f} ms" for name, v in tops.items() if v)
                 print(f"    the p99 verdicts (slowest 1 %) are made of, on average: {made_of}")
                 verdict = samples.get("verdict", [])
-                key = f"event → verdict p50 / p99 at {'half of (a)' if n == 0 else f'{rate:.0f}/s'}"
-                column[key] = f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
-                column[f"{key.removeprefix('event → verdict p50 / p99 ')}: worker CPU/event, batch"] = (
-                    f"{cpu_us:.0f} µs, {batch:.0f}"
+                column[f"event → verdict p50 / p99 at {at}"] = (
+                    f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
                 )
+                column[f"at {at}: worker CPU/event, batch"] = f"{cpu_us:.0f} µs, {batch:.0f}"
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")
