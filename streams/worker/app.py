@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 #: Exit status when the worker stops itself after an unrecoverable processing or delivery error.
 EXIT_FATAL = 70
 _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event processing for long
+_CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
 _MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
 _MAX_IN_FLIGHT = 8
 
@@ -94,6 +95,7 @@ class _InFlight:
     events: Sequence[Any] = ()  # stream delivery: the Faust events to acknowledge
     positions: dict[Any, int] = field(default_factory=dict)  # bulk delivery: partition -> next offset
     epoch: int = 0  # bulk delivery: the consumer's delivery epoch the batch was taken in
+    now_ms: int = 0  # processing time of the batch: its states' last_seen_ms
 
 
 class LoopwatchWorker:
@@ -120,6 +122,9 @@ class LoopwatchWorker:
         self._offsets = OffsetTracker()
         self._sources: dict[int, Any] = {}  # partition -> stand-in current event (bulk delivery)
         self._intake = BulkIntake(settings.max_batch * 4, on_revoked=self._offsets.forget)
+        self._expiry = expiry.ExpiryIndex()
+        self._expiry_partitions: set[int] = set()
+        self._sweeps = 0
         client_id = f"loopwatch-{settings.worker_id}" if settings.worker_id else "loopwatch"
         app = faust.App(
             settings.group,
@@ -157,6 +162,9 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
+        # Faust writes recovered states into the store past the worker: the index is rebuilt after each change.
+        app.on_partitions_revoked.connect(self._store_changed_behind)
+        app.on_partitions_assigned.connect(self._store_changed_behind)
         self.storms = StormWatch(app, settings, metrics)
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
             cast(CompatConsumer, app.consumer).deliver_in_bulk(settings.events_topic, self._intake)
@@ -447,9 +455,12 @@ class LoopwatchWorker:
                 return None
             data = self.table.data
             pending = self._pending_states
+            wrote = self._expiry.wrote
+            now_ms = flight.now_ms
             for key, value, _, event in flight.writes:
                 with as_current_event(event):
                     data[key] = value
+                wrote(key, now_ms, len(key) + len(value))
                 if pending.get(key) is value:  # no later batch has a newer state for this run
                     del pending[key]
             send = self.app.producer.send
@@ -507,6 +518,7 @@ class LoopwatchWorker:
             redelivered=redelivered,
             duplicates=duplicates,
             next_offsets=next_offsets,
+            now_ms=now_ms,
         )
 
     def _count(self, flight: _InFlight) -> None:
@@ -557,50 +569,110 @@ class LoopwatchWorker:
         topic = self.settings.events_topic
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
 
+    def _store_changed_behind(self, *_: Any, **__: Any) -> None:
+        self._expiry.invalidate()
+
     async def sweep(self) -> None:
-        """Expire idle runs of owned partitions (delete + changelog tombstone) and refresh the gauges."""
+        """Expire idle runs of owned partitions (delete + changelog tombstone) and refresh the gauges.
+
+        The expiry index names the runs past the TTL; a full read of the store rebuilds it after a rebalance and
+        checks it every ``_CHECK_EVERY`` sweeps (a disagreement is logged, counted and repaired).
+        """
         app = self.app
         if app.rebalancing or app.in_recovery or app.should_stop:
             return
         active = self._active_partitions()
+        index = self._expiry
+        if active != self._expiry_partitions:
+            index.invalidate()
+            self._expiry_partitions = active
+        self._sweeps += 1
         ttl_ms = int(self.settings.state_ttl * 1000)
-        data = self.table.data
-        keys = list(data.keys())
-        totals = expiry.SweepResult()
+        if index.valid and self._sweeps % _CHECK_EVERY:
+            expired = await self._expire(index.due(now_ms=int(time.time() * 1000), ttl_ms=ttl_ms), ttl_ms)
+        else:
+            expired = await self._sweep_store(active, ttl_ms)
+        if expired is None:
+            return  # a rebalance or a shutdown began
+        if expired:
+            self.metrics.expired.inc(expired)
+            log.info("expired %d idle runs (TTL %.0fs)", expired, self.settings.state_ttl)
+        if index.valid:
+            self.metrics.active_runs.set(index.runs)
+            self.metrics.state_bytes.set(index.stored_bytes)
+        self._update_lag(active)
+
+    async def _expire(self, due: Sequence[bytes], ttl_ms: int) -> int | None:
+        """Delete the runs of ``due`` still idle in the store; the number deleted, None if interrupted."""
         expired = 0
-        for start in range(0, len(keys), _SWEEP_CHUNK):
-            async with self._lock:
-                if app.rebalancing or app.in_recovery or app.should_stop:
-                    return
-                now_ms = int(time.time() * 1000)
-                chunk = expiry.SweepResult()
-                items = [(k, v) for k in keys[start : start + _SWEEP_CHUNK] if (v := data.get(k)) is not None]
-                expiry.sweep(items, now_ms=now_ms, ttl_ms=ttl_ms, active_partitions=active, result=chunk)
-                sends = []
-                for key, partition in chunk.expired:
-                    raw = data.get(key)
-                    if key in self._pending_states or raw is None:
-                        continue  # a batch in flight has a new state for it
-                    if not expiry.is_expired(raw, now_ms=now_ms, ttl_ms=ttl_ms):
-                        continue
-                    del data[key]
-                    self.processor.forget(key)
-                    sends.append(await app.producer.send(self.changelog_topic, key, None, partition, None, None))
-                totals.live_runs += chunk.live_runs
-                totals.live_bytes += chunk.live_bytes
-            # The tombstones are queued in order behind every earlier changelog record of their partitions, and
-            # a resumed run's next state is queued behind its tombstone: waiting for the broker's confirmation
-            # outside the lock keeps batches from waiting for it.
+        for start in range(0, len(due), _SWEEP_CHUNK):
+            sends = await self._expire_chunk(due[start : start + _SWEEP_CHUNK], ttl_ms)
+            if sends is None:
+                return None
+            # The tombstones are queued in order behind every earlier changelog record of their partitions,
+            # and a resumed run's next state is queued behind its tombstone: waiting for the broker's
+            # confirmation outside the lock keeps batches from waiting for it.
             if sends:
                 await asyncio.gather(*sends)
             expired += len(sends)
             await asyncio.sleep(0)
-        if expired:
-            self.metrics.expired.inc(expired)
-            log.info("expired %d idle runs (TTL %.0fs)", expired, self.settings.state_ttl)
-        self.metrics.active_runs.set(totals.live_runs)
-        self.metrics.state_bytes.set(totals.live_bytes)
-        self._update_lag(active)
+        return expired
+
+    async def _expire_chunk(self, keys: Sequence[bytes], ttl_ms: int) -> list[Any] | None:
+        app = self.app
+        data = self.table.data
+        index = self._expiry
+        sends = []
+        async with self._lock:
+            if app.rebalancing or app.in_recovery or app.should_stop:
+                return None
+            now_ms = int(time.time() * 1000)
+            for key in keys:
+                if key in self._pending_states:
+                    continue  # a batch in flight has a new state for it
+                raw = data.get(key)
+                if raw is None:
+                    index.removed(key)
+                    continue
+                partition = expiry.expired_partition(raw, now_ms=now_ms, ttl_ms=ttl_ms)
+                if partition is None:
+                    continue
+                if partition not in self._expiry_partitions:  # a standby copy: its owner expires it
+                    index.removed(key)
+                    continue
+                del data[key]
+                index.removed(key)
+                self.processor.forget(key)
+                sends.append(await app.producer.send(self.changelog_topic, key, None, partition, None, None))
+        return sends
+
+    async def _sweep_store(self, active: set[int], ttl_ms: int) -> int | None:
+        """Read every stored run: expire the idle ones, rebuild the index (or check it); None if interrupted."""
+        app = self.app
+        data = self.table.data
+        index = self._expiry
+        checking = index.valid
+        token = index.begin_rebuild()
+        keys = list(data.keys())
+        scanned: list[tuple[bytes, int, int]] = []
+        due: list[bytes] = []
+        for start in range(0, len(keys), _SWEEP_CHUNK):
+            async with self._lock:
+                if app.rebalancing or app.in_recovery or app.should_stop:
+                    return None
+                items = [(k, v) for k in keys[start : start + _SWEEP_CHUNK] if (v := data.get(k)) is not None]
+                chunk = expiry.sweep(items, now_ms=int(time.time() * 1000), ttl_ms=ttl_ms, active_partitions=active)
+            scanned += chunk.seen
+            due += (key for key, _ in chunk.expired)
+            await asyncio.sleep(0)
+        expired = await self._expire(due, ttl_ms)
+        mismatches = None if expired is None else index.finish_rebuild(token, scanned)
+        if mismatches is None:
+            return None
+        if checking and mismatches:
+            self.metrics.expiry_index_mismatches.inc(mismatches)
+            log.error("the expiry index disagreed with the store on %d runs; rebuilt from the store", mismatches)
+        return expired
 
     def _update_lag(self, active: set[int]) -> None:
         gauge = self.metrics.consumer_lag

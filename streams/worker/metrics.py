@@ -60,6 +60,11 @@ class WorkerMetrics:
             registry=r,
         )
         self.expired = Counter("loopwatch_expired_runs", "Runs removed after the idle TTL", registry=r)
+        self.expiry_index_mismatches = Counter(
+            "loopwatch_expiry_index_mismatches",
+            "Runs the in-memory expiry index had wrong when checked against a full read of the store (should stay 0)",
+            registry=r,
+        )
         self.latency = Histogram(
             "loopwatch_event_to_verdict_seconds",
             "Event timestamp to confirmed verdict publication",

@@ -319,7 +319,7 @@ def check(broker: EmbeddedBroker, names: Names, records: list[tuple[bytes | None
     )
 
 
-_DEFECT = re.compile(r"were never delivered|not counted as processed|deleted by retention")
+_DEFECT = re.compile(r"were never delivered|not counted as processed|deleted by retention|expiry index disagreed")
 
 
 def assert_no_defects(worker: WorkerProcess) -> None:

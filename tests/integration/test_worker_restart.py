@@ -113,3 +113,43 @@ def test_idle_runs_expire_and_stay_expired_after_recovery(broker: Any, tmp_path:
         worker.stop()
         if restarted is not None:
             restarted.stop()
+
+
+def test_idle_runs_expire_once_where_a_rebalance_moved_them(broker: Any, tmp_path: Path) -> None:
+    """A second worker joins while runs are live, and more runs arrive after: each run expires exactly once, on
+    the worker that owns it then (the joiner through the index it rebuilt from what it recovered, the later runs
+    through the index kept up by every write), and no check finds an index disagreeing with its store."""
+    bootstrap = bootstrap_of(broker)
+    names = new_names("ttl-move")
+    config = write_config(tmp_path)
+    extra = ["--state-ttl", "15", "--sweep-interval", "0.3"]
+    early = [f"early-{i:02d}" for i in range(16)]
+    late = [f"late-{i:02d}" for i in range(16)]
+    first = WorkerProcess(bootstrap, names, tmp_path, config=config, extra=extra).start()
+    second: WorkerProcess | None = None
+    try:
+        first.wait_ready()
+        produce(bootstrap, names.events, keyed([event(i, run) for run in early for i in range(2)]))
+        wait_for(lambda: metric(first.metrics(), "loopwatch_active_runs") == len(early), 20, "early runs live")
+        second = WorkerProcess(bootstrap, names, tmp_path, config=config, name="w2", extra=extra).start()
+        second.wait_ready()
+        workers = (first, second)
+
+        def total(name: str) -> float:
+            return sum(metric(w.metrics(), name) for w in workers)
+
+        wait_for(lambda: metric(second.metrics(), "loopwatch_active_runs") > 0, 20, "the joiner holds runs")
+        produce(bootstrap, names.events, keyed([event(i, run) for run in late for i in range(2)]))
+        wait_for(lambda: total("loopwatch_expired_runs_total") == len(early) + len(late), 60, "every run expired")
+        wait_for(lambda: total("loopwatch_active_runs") == 0, 10, "no run left")
+        assert metric(second.metrics(), "loopwatch_expired_runs_total") > 0
+        assert total("loopwatch_expiry_index_mismatches_total") == 0
+        changelog = read_topic(bootstrap, names.changelog, names.partitions, settle=0.3)
+        tombstones = sorted(r.key for r in changelog if r.value is None)
+        assert tombstones == sorted(run.encode() for run in early + late)  # one each: none expired twice
+        first.assert_no_errors()  # a check that found the index wrong logs an error
+        second.assert_no_errors()
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
