@@ -25,7 +25,9 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
   throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event;
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
   made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
-  and the worker's CPU per event and mean batch at that rate (keeping up costs more than draining a backlog);
+  the worker's CPU per event, mean batch and state writes per event at that rate (keeping up costs more than
+  draining a backlog), and the cores the worker, the broker and this process (the load generator, sending
+  5 ms bursts, see :data:`BURST_SECONDS`) used meanwhile;
 * stored bytes per run (the newest changelog value of every run).
 
 Everything is printed per variant and then side by side in one table. Every throughput run reads a topic
@@ -243,7 +245,10 @@ def start_worker(
     sweep: float | None = None,
     worker_id: str | None = None,
     delivery: str = "bulk",
+    extra: Sequence[str] = (),
+    tree: Path = REPO,
 ) -> tuple[Any, int]:
+    """A ``loopwatch worker`` subprocess (``tree``'s code) on the benchmark's topics; (process, metrics port)."""
     metrics_port = free_port()
     name = f"{prefix}-lw" + (f"-{worker_id}" if worker_id else "")
     cmd = [
@@ -255,10 +260,13 @@ def start_worker(
         "--metrics-port", str(metrics_port), "--web-port", str(free_port()),
         "--config", str(CONFIG), "--log-level", "warn", "--delivery", delivery,
         *(["--sweep-interval", str(sweep)] if sweep is not None else []),
+        *extra,
     ]  # fmt: skip
     env = dict(os.environ, **({"LOOPWATCH_WORKER_ID": worker_id} if worker_id else {}))
+    if tree != REPO:
+        env["PYTHONPATH"] = str(tree)  # before this checkout's editable install
     log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(cmd, cwd=tree, stdout=log, stderr=subprocess.STDOUT, env=env)
     return proc, metrics_port
 
 
@@ -338,6 +346,7 @@ def run_worker(
             await watch.stop()
         result = Result(label or f"(a) loopwatch worker, {delivery}", events, seconds, cpu)
         result.sizes = sorted(watch.sizes.values())  # type: ignore[attr-defined]
+        result.writes_per_event = len(watch.writes) / len(records)  # type: ignore[attr-defined]
         return result
 
     try:
@@ -413,10 +422,29 @@ class LatencyRun(NamedTuple):
     samples: dict[str, list[float]]
     cpu_us: float  # the worker's CPU per event over the traffic
     batch: float  # its mean batch over the traffic
+    cores: dict[str, float]  # cores used over the traffic by the worker, the broker and this benchmark process
+    events: int  # events of the traffic
+
+
+BURST_SECONDS = 0.005
+"""The latency runs send their traffic in bursts of this many seconds' events, one record batch per partition.
+
+A producer call per event made this process (the load generator, on the same 2 cores as the worker and the
+broker) use most of a core at half of (a), mostly in aiokafka's per-message futures and one produce request
+per millisecond; gateways batch their events the same way. Each burst is stamped with its send time, so the
+measured latency includes the up to 5 ms an event waits for its burst."""
 
 
 def latency_run(
-    bootstrap: str, prefix: str, rate: float, seconds: float, partitions: int, store: str, workdir: Path, hashed: bool
+    bootstrap: str,
+    prefix: str,
+    rate: float,
+    seconds: float,
+    partitions: int,
+    store: str,
+    workdir: Path,
+    hashed: bool,
+    broker_pid: int | None = None,
 ) -> LatencyRun:
     """Produce at ``rate`` with real-time ``ts``; return latency samples (ms) by name, and the worker's load.
 
@@ -428,9 +456,10 @@ def latency_run(
     ``write`` = every state write minus the ``ts`` of the newest event it covers (almost every event, so stable
     percentiles). ``top_*`` are the components of the verdicts at or above the p99. The worker's CPU per event
     and mean batch over the traffic are what it costs to keep up at this rate, next to what draining a backlog
-    costs in (a).
+    costs in (a); the cores each process used over the traffic show who had the machine.
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.partitioner import DefaultPartitioner
 
     from streams.kafka.admin import ensure_topics
     from streams.kafka.compat import end_offsets
@@ -444,7 +473,12 @@ def latency_run(
     changelog = changelog_of(prefix)
     try:
         gateways = max(10, int(rate * seconds) // 600)
-        traffic = list(simulate(gateways=gateways, rate=rate, duration=seconds, seed=5, hashed=hashed))
+        partition_of = DefaultPartitioner()
+        every = list(range(partitions))
+        traffic = [
+            (partition_of(key, every, every), key, orjson.loads(value))
+            for key, value in simulate(gateways=gateways, rate=rate, duration=seconds, seed=5, hashed=hashed)
+        ]
 
         async def run() -> LatencyRun:
             watch = ChangelogWatch(bootstrap, changelog, partitions)
@@ -457,10 +491,12 @@ def latency_run(
             ends = await end_offsets(bootstrap, [(tp.topic, tp.partition) for tp in tps])
             for tp in tps:
                 consumer.seek(tp, ends[tp])
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, max_batch_size=2**20)
             await producer.start()
             before = scrape(port)  # one scrape each side of the traffic: its cost is a few ms of the worker's CPU
-            cpu_before = cpu_seconds(proc.pid)
+            pids = {"worker": proc.pid, **({"broker": broker_pid} if broker_pid else {})}
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            own_before, wall_before = time.process_time(), time.monotonic()
             verdicts: list[tuple[int, int, int, float]] = []  # (partition, offset, verdict timestamp, received)
             stop_reading = asyncio.Event()
 
@@ -477,33 +513,53 @@ def latency_run(
                 while not stop_reading.is_set():
                     await watch.poll()
 
+            async def send(partition: int, burst: list[tuple[bytes, bytes]], ts: int) -> None:
+                """One record batch per partition and burst (more only if a batch fills), in order."""
+                at = 0
+                while at < len(burst):
+                    batch, keys = producer.create_batch(), []
+                    for key, value in burst[at:]:
+                        if batch.append(key=key, value=value, timestamp=None) is None:
+                            break  # full: send what it holds, the rest goes in the next batch
+                        keys.append(key)
+                    at += len(keys)
+                    fut = await producer.send_batch(batch, f"{prefix}.events", partition=partition)
+                    index = len(bursts)
+                    fut.add_done_callback(lambda _f, index=index: acked_at.__setitem__(index, time.time() * 1000))
+                    bursts.append((partition, keys, ts, fut))
+
             tasks = [asyncio.ensure_future(reader()), asyncio.ensure_future(follow())]
             start = time.monotonic()
-            sent: list[tuple[bytes, int, Any]] = []
+            bursts: list[tuple[int, list[bytes], int, Any]] = []  # (partition, keys, ts, future of its metadata)
             acked_at: dict[int, float] = {}
-            for i, (key, value) in enumerate(traffic):
-                due = start + i / rate
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                event = orjson.loads(value)
-                ts = event["ts"] = int(time.time() * 1000)
-                fut = await producer.send(f"{prefix}.events", orjson.dumps(event), key=key)
-                fut.add_done_callback(lambda _f, i=i: acked_at.__setitem__(i, time.time() * 1000))
-                sent.append((key, ts, fut))
+            sent = 0
+            while sent < len(traffic):
+                due = min(len(traffic), int((time.monotonic() - start) * rate) + 1)
+                ts = int(time.time() * 1000)
+                by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+                for partition, key, event in traffic[sent:due]:
+                    event["ts"] = ts
+                    by_partition.setdefault(partition, []).append((key, orjson.dumps(event)))
+                sent = due
+                for partition, burst in by_partition.items():
+                    await send(partition, burst, ts)
+                await asyncio.sleep(max(0.0, BURST_SECONDS - (time.monotonic() - start) % BURST_SECONDS))
             await producer.flush()
             events: dict[tuple[int, int], tuple[bytes, int, float]] = {}
             span: dict[int, tuple[int, int]] = {}
-            for i, (key, ts, fut) in enumerate(sent):
-                meta = await fut
-                events[(meta.partition, meta.offset)] = (key, ts, acked_at.get(i, float("nan")))
-                first, last = span.get(meta.partition, (meta.offset, meta.offset))
-                span[meta.partition] = (min(first, meta.offset), max(last, meta.offset))
+            for at, (partition, keys, ts, fut) in enumerate(bursts):
+                base = (await fut).offset
+                for i, key in enumerate(keys):
+                    events[(partition, base + i)] = (key, ts, acked_at.get(at, float("nan")))
+                first, last = span.get(partition, (base, base + len(keys) - 1))
+                span[partition] = (min(first, base), max(last, base + len(keys) - 1))
             total = sum(last - first + 1 for first, last in span.values())
             deadline = time.monotonic() + 60
             while watch.processed(span) < total and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)  # every state stored (the follow task polls the changelog)
-            cpu_used = cpu_seconds(proc.pid) - cpu_before
+            wall = time.monotonic() - wall_before
+            used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+            used["benchmark"] = time.process_time() - own_before
             after = scrape(port)
             await asyncio.sleep(1.0)  # and the last verdicts read
             stop_reading.set()
@@ -512,7 +568,9 @@ def latency_run(
             await consumer.stop()
             await watch.stop()
             samples = breakdown(events, verdicts, watch.writes)
-            return LatencyRun(samples, cpu_used / len(traffic) * 1e6, mean_batch(after, before))
+            cores = {name: cpu / wall for name, cpu in used.items()}
+            cpu_us = used["worker"] / len(traffic) * 1e6
+            return LatencyRun(samples, cpu_us, mean_batch(after, before), cores, len(traffic))
 
         return asyncio.run(run())
     finally:
@@ -787,6 +845,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             net_us = a.cpu_per_event_us - idle_ms * 1000 / a.rate
             column["(a) CPU/event less the idle CPU over the window"] = f"{net_us:.0f} µs"
             column["(a) events per batch, mean"] = f"{a.mean_batch:.0f}"  # type: ignore[attr-defined]
+            # Each batch writes one state per run it touched: the fewer events a run has in a batch, the more
+            # of the per-run work (table read, state encode, store write, changelog record) each event pays.
+            column["(a) state writes per event"] = f"{a.writes_per_event:.2f}"  # type: ignore[attr-defined]
             if "small" not in skip:
                 # The same backlog as a fleet writes it when no gateway is busy: one or two events per record
                 # batch. The consumer's cost per fetched record batch shows here, hidden in (a)'s large batches.
@@ -872,13 +933,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples, cpu_us, batch = latency_run(
-                    boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed
-                )
+                samples, cpu_us, batch, cores, events = latency_run(
+                    boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
+                    broker.pid,
+                )  # fmt: skip
                 what = "half of (a)" if n == 0 else "fixed rate"
                 at = "half of (a)" if n == 0 else f"{rate:.0f}/s"
                 print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s:")
-                print(f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average")
+                writes = len(samples.get("write", [])) / events
+                print(
+                    f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average, "
+                    f"{writes:.2f} state writes per event"
+                )
+                used = ", ".join(f"{name} {share:.2f}" for name, share in cores.items())
+                print(f"    cores used over the traffic: {used} (of {os.cpu_count()})")
                 for label, name in (
                     ("event -> verdict sent", "verdict"),
                     ("  event produce ack", "ack"),
@@ -900,7 +968,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
                 )
-                column[f"at {at}: worker CPU/event, batch"] = f"{cpu_us:.0f} µs, {batch:.0f}"
+                column[f"at {at}: worker CPU/event, batch, state writes per event"] = (
+                    f"{cpu_us:.0f} µs, {batch:.0f}, {writes:.2f}"
+                )
+                column[f"at {at}: cores used by " + ", ".join(cores)] = ", ".join(f"{v:.2f}" for v in cores.values())
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")
