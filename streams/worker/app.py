@@ -16,6 +16,8 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    co-partitioning); its *confirmer*, in the same order, waits until those are confirmed too, then
    acknowledges the batch's events (bulk: reports each partition's position to the consumer, which Faust's
    commit loop commits). The two stages overlap one batch's changelog round trip with the next one's verdicts.
+   Batches already processed behind the first are stored in the same step, each run once with its newest
+   state, as one larger batch would be: a worker that falls behind writes fewer states per event.
 
 Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
 event is never committed before its state, verdicts and dead letter are durable. A stored state is written
@@ -57,7 +59,15 @@ from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.event_context import as_current_event, source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import Jump, OffsetTracker, Step
-from streams.worker.processing import DeadLetter, InputRecord, Publication, RunProcessor, plan_batch
+from streams.worker.processing import (
+    DeadLetter,
+    InputRecord,
+    Publication,
+    RunProcessor,
+    StateWrite,
+    newest_states,
+    plan_batch,
+)
 from streams.worker.settings import DEFAULT_WEB_PORT, WorkerSettings
 from streams.worker.storms import StormWatch
 from streams.worker.topics import raw_topic
@@ -70,6 +80,7 @@ _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event process
 _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
 _MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
 _MAX_IN_FLIGHT = 8
+_MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
 
 
 class _ReaderStopped:
@@ -85,7 +96,7 @@ class _InFlight:
 
     size: int  # events in the batch
     sent: Any  # future: confirmation of the verdicts and dead letters
-    writes: list[tuple[bytes, bytes, int, Any]]  # (key, envelope, partition, the run's last source event)
+    writes: list[StateWrite]
     publications: list[Publication] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     applied_types: list[str] = field(default_factory=list)
@@ -310,35 +321,46 @@ class LoopwatchWorker:
     async def _ack(
         self, pending: asyncio.Queue[_InFlight], acknowledge: Callable[[_InFlight], Awaitable[None]]
     ) -> None:
-        """Per batch, in order: verdicts confirmed -> states stored, changelog sent. The confirmer then, in order:
-        changelog confirmed -> acknowledge. Two stages, so one batch's changelog round trip overlaps the next
-        batch's verdict round trip instead of adding to it."""
-        stored: asyncio.Queue[tuple[_InFlight, Any]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+        """Per store step, in order: verdicts confirmed -> states stored, changelog sent. The confirmer then, in
+        order: changelog confirmed -> each batch acknowledged. Two stages, so one step's changelog round trip
+        overlaps the next step's verdict round trip instead of adding to it.
+
+        A step takes the batches already waiting behind the first (up to ``_MAX_STEP``) and stores each run once,
+        with its newest state, as one larger batch would have: a worker that falls behind writes fewer states
+        per event instead of more. A batch is still acknowledged only after every state it computed is stored
+        (its own, or a newer one of the same run), in batch order.
+        """
+        stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
         try:
             while True:
-                flight = await pending.get()
+                flights = [await pending.get()]
+                while len(flights) < _MAX_STEP and not pending.empty():
+                    flights.append(pending.get_nowait())
                 try:
-                    await flight.sent
-                    changelog = await self._store(flight)
+                    for flight in flights:
+                        await flight.sent
+                    step = await self._store(flights)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     self._fatal(exc)
                     return
-                if changelog is None:
+                if step is None:
                     self._intake.stop()
                     return  # shutting down: leave the rest unacknowledged, it is redelivered
-                await stored.put((flight, changelog))
+                await stored.put((flights, *step))
         finally:
             confirmer.cancel()
 
     async def _confirm(
-        self, stored: asyncio.Queue[tuple[_InFlight, Any]], acknowledge: Callable[[_InFlight], Awaitable[None]]
+        self,
+        stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]],
+        acknowledge: Callable[[_InFlight], Awaitable[None]],
     ) -> None:
-        """Acknowledge each stored batch once its changelog records are confirmed, in batch order."""
+        """Acknowledge the batches of each store step once its changelog records are confirmed, in batch order."""
         while True:
-            flight, changelog = await stored.get()
+            flights, changelog, partitions = await stored.get()
             try:
                 metas = await changelog
             except asyncio.CancelledError:
@@ -347,9 +369,10 @@ class LoopwatchWorker:
                 self._fatal(exc)
                 return
             if not self.table.should_stop:  # a closed RocksDB store would be reopened
-                self._note_persisted([p for _, _, p, _ in flight.writes], metas)
-            await acknowledge(flight)  # durable in the changelog: acknowledged even while stopping
-            self._count(flight)
+                self._note_persisted(partitions, metas)
+            for flight in flights:
+                await acknowledge(flight)  # durable in the changelog: acknowledged even while stopping
+                self._count(flight)
 
     # --- bulk delivery -----------------------------------------------------------------------------------
 
@@ -447,17 +470,18 @@ class LoopwatchWorker:
             source = self._sources[record.partition] = source_partition(record.topic, record.partition)
         return source
 
-    async def _store(self, flight: _InFlight) -> Any:
-        """Write a confirmed batch's states to the table and send their changelog records; returns the future of
-        the changelog confirmations, or None once the table is shutting down."""
+    async def _store(self, flights: Sequence[_InFlight]) -> tuple[Any, list[int]] | None:
+        """Write confirmed batches' newest state of each run to the table and send its changelog record; returns
+        the future of the changelog confirmations and their partitions, or None once the table is shutting
+        down."""
+        newest = newest_states((flight.now_ms, flight.writes) for flight in flights).values()
         async with self._lock:
             if self.table.should_stop:
                 return None
             data = self.table.data
             pending = self._pending_states
             wrote = self._expiry.wrote
-            now_ms = flight.now_ms
-            for key, value, _, event in flight.writes:
+            for (key, value, _, event), now_ms in newest:
                 with as_current_event(event):
                     data[key] = value
                 wrote(key, now_ms, len(key) + len(value))
@@ -465,8 +489,8 @@ class LoopwatchWorker:
                     del pending[key]
             send = self.app.producer.send
             changelog = self.changelog_topic
-            futures = [await send(changelog, key, value, p, None, None) for key, value, p, _ in flight.writes]
-        return asyncio.gather(*futures)
+            futures = [await send(changelog, key, value, p, None, None) for (key, value, p, _), _ in newest]
+        return asyncio.gather(*futures), [p for (_, _, p, _), _ in newest]
 
     async def _process(self, records: list[InputRecord], source: Callable[[int], Any]) -> _InFlight | None:
         """Apply one batch and send its verdicts and dead letters; the acker does the rest.
@@ -484,7 +508,7 @@ class LoopwatchWorker:
         data = self.table.data
         pending = self._pending_states
         process = self.processor.process
-        writes: list[tuple[bytes, bytes, int, Any]] = []
+        writes: list[StateWrite] = []
         publications: list[Publication] = []
         applied_types: list[str] = []
         redelivered = duplicates = 0

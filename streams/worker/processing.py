@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -117,6 +117,21 @@ def plan_batch(
         group.indexes.append(index)
         group.events.append(event)
     return BatchPlan(groups, dead)
+
+
+#: One state a batch computed: (key, envelope, partition, the run's last source event).
+StateWrite = tuple[bytes, bytes, int, Any]
+
+
+def newest_states(batches: Iterable[tuple[int, Sequence[StateWrite]]]) -> dict[bytes, tuple[StateWrite, int]]:
+    """The newest state of each run over ``(processing time, writes)`` of consecutive batches, in order: what
+    one store step writes, each with the processing time of the batch that computed it (its ``last_seen_ms``).
+    Runs keep the order in which they were first written."""
+    newest: dict[bytes, tuple[StateWrite, int]] = {}
+    for now_ms, writes in batches:
+        for write in writes:
+            newest[write[0]] = (write, now_ms)
+    return newest
 
 
 def _dead(

@@ -25,6 +25,7 @@ from streams.worker.processing import (
     InputRecord,
     Publication,
     RunProcessor,
+    newest_states,
     plan_batch,
 )
 from tests.worker.support import CONFIG, TOPIC, event, mixed_events, records
@@ -369,3 +370,13 @@ def test_crashes_never_lose_or_change_a_verdict(seed: int, store: str) -> None:
     for key, value in clean.items():
         assert envelope.decode(cluster.changelog[key]).state == envelope.decode(value).state
         assert envelope.decode(local[key]).state == envelope.decode(value).state
+
+
+def test_a_store_step_writes_each_run_once_with_its_newest_state() -> None:
+    first = [(b"a", b"a1", 0, "e1"), (b"b", b"b1", 1, "e2")]
+    second = [(b"c", b"c2", 2, "e3"), (b"a", b"a2", 0, "e4")]
+    newest = newest_states([(100, first), (200, second)])
+    assert list(newest) == [b"a", b"b", b"c"]
+    assert newest[b"a"] == ((b"a", b"a2", 0, "e4"), 200)  # the later batch's state and processing time
+    assert newest[b"b"] == ((b"b", b"b1", 1, "e2"), 100)
+    assert newest_states([]) == {}
