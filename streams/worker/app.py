@@ -687,7 +687,7 @@ class LoopwatchWorker:
                 items = [(k, v) for k in keys[start : start + _SWEEP_CHUNK] if (v := data.get(k)) is not None]
                 chunk = expiry.sweep(items, now_ms=int(time.time() * 1000), ttl_ms=ttl_ms, active_partitions=active)
             scanned += chunk.seen
-            due += (key for key, _ in chunk.expired)
+            due += chunk.expired
             await asyncio.sleep(0)
         expired = await self._expire(due, ttl_ms)
         mismatches = None if expired is None else index.finish_rebuild(token, scanned)

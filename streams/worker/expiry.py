@@ -1,4 +1,4 @@
-"""Idle-run expiry (processing-time TTL) and the state-size figures, as a pure selection over stored values.
+"""Idle-run expiry (processing-time TTL): the selection over stored values, and the index that spares reading them.
 
 Runs end without telling anyone, so without a TTL the table grows forever. Processing time (when the worker
 last wrote the run) is used rather than event time so that a gateway with a wrong clock, or a replay of old
@@ -19,23 +19,17 @@ from streams.worker import envelope
 
 @dataclass(slots=True)
 class SweepResult:
-    expired: list[tuple[bytes, int]] = field(default_factory=list)  # (key, partition)
-    live_runs: int = 0
-    live_bytes: int = 0
-    unreadable: int = 0
+    expired: list[bytes] = field(default_factory=list)
     seen: list[tuple[bytes, int, int]] = field(default_factory=list)  # every run read: (key, last_seen_ms, bytes)
+    unreadable: int = 0
 
 
 def sweep(
-    items: Iterable[tuple[bytes, bytes]],
-    *,
-    now_ms: int,
-    ttl_ms: int,
-    active_partitions: Collection[int],
-    result: SweepResult | None = None,
+    items: Iterable[tuple[bytes, bytes]], *, now_ms: int, ttl_ms: int, active_partitions: Collection[int]
 ) -> SweepResult:
-    """Pick the runs idle for more than ``ttl_ms``; count the others (``ttl_ms <= 0`` disables expiry)."""
-    out = result if result is not None else SweepResult()
+    """Of stored ``(key, value)`` pairs, the runs of active partitions, and those idle for more than ``ttl_ms``
+    (``ttl_ms <= 0`` disables expiry)."""
+    out = SweepResult()
     for key, raw in items:
         try:
             header = envelope.peek(raw)
@@ -46,10 +40,7 @@ def sweep(
             continue
         out.seen.append((key, header.last_seen_ms, len(key) + len(raw)))
         if ttl_ms > 0 and now_ms - header.last_seen_ms > ttl_ms:
-            out.expired.append((key, header.partition))
-        else:
-            out.live_runs += 1
-            out.live_bytes += len(key) + len(raw)
+            out.expired.append(key)
     return out
 
 

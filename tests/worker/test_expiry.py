@@ -26,21 +26,14 @@ def test_selects_idle_runs_of_active_partitions() -> None:
         (b"junk", b"\x00garbage"),
     ]
     result = sweep(items, now_ms=NOW, ttl_ms=TTL, active_partitions={0, 1})
-    assert result.expired == [(b"idle", 0)]
-    assert result.live_runs == 2
-    assert result.live_bytes == sum(len(k) + len(v) for k, v in items[:1] + items[2:3])
+    assert result.expired == [b"idle"]
+    assert [key for key, _, _ in result.seen] == [b"fresh", b"idle", b"edge"]
     assert result.unreadable == 1
 
 
 def test_zero_ttl_never_expires() -> None:
     result = sweep([(b"a", value(0, 0))], now_ms=NOW, ttl_ms=0, active_partitions={0})
-    assert result.expired == [] and result.live_runs == 1
-
-
-def test_results_accumulate_over_chunks() -> None:
-    first = sweep([(b"a", value(0, NOW))], now_ms=NOW, ttl_ms=TTL, active_partitions={0})
-    both = sweep([(b"b", value(0, 0))], now_ms=NOW, ttl_ms=TTL, active_partitions={0}, result=first)
-    assert both is first and both.live_runs == 1 and both.expired == [(b"b", 0)]
+    assert result.expired == [] and len(result.seen) == 1
 
 
 def test_recheck_before_delete() -> None:
