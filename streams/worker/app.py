@@ -8,16 +8,17 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    (``stream.noack()``) and queues events;
 2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
    the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
-   Per run it reads the state once and computes the new one (kept in a pending overlay until stored), then
-   it *sends* the batch's verdicts and dead letters and moves on to the next batch;
+   Per run it reads the state once and computes the new one (kept, decoded, in a pending overlay until
+   stored), then it *sends* the batch's verdicts and dead letters and moves on to the next batch;
 3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts and dead
    letters, it writes the batch's states to the table and sends their changelog records (each "as" the run's
    own source event, so the RocksDB partition database and the changelog partition are the source partition's:
    co-partitioning); its *confirmer*, in the same order, waits until those are confirmed too, then
    acknowledges the batch's events (bulk: reports each partition's position to the consumer, which Faust's
    commit loop commits). The two stages overlap one batch's changelog round trip with the next one's verdicts.
-   Batches already processed behind the first are stored in the same step, each run once with its newest
-   state, as one larger batch would be: a worker that falls behind writes fewer states per event.
+   Batches already processed behind the first, and while the processor is behind those it finishes within
+   a short linger, are stored in the same step, each run encoded and written once with its newest state, as
+   one larger batch would be: a worker that falls behind writes fewer states per event.
 
 Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
 event is never committed before its state, verdicts and dead letter are durable. A stored state is written
@@ -56,6 +57,7 @@ from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.bulk import BulkIntake, Chunk
 from streams.worker.deadletter import DeadLetterPolicy
+from streams.worker.envelope import StoredRun
 from streams.worker.event_context import as_current_event, source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import Jump, OffsetTracker, Step
@@ -81,6 +83,8 @@ _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expir
 _MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
 _MAX_IN_FLIGHT = 8
 _MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
+_STEP_LINGER = 0.2  # seconds a store step may wait for more batches while the processor is behind
+_STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 
 
 class _ReaderStopped:
@@ -127,7 +131,7 @@ class LoopwatchWorker:
         self._fatal_handler = fatal or _exit_now
         self._lock = asyncio.Lock()
         self._agent_starts = 0
-        self._pending_states: dict[bytes, bytes] = {}  # computed, not yet stored (verdicts unconfirmed)
+        self._pending_states: dict[bytes, StoredRun] = {}  # computed, not yet stored (not even encoded)
         self._next_offsets: dict[int, int] = {}
         self._lag_partitions: set[int] = set()
         self._offsets = OffsetTracker()
@@ -231,7 +235,7 @@ class LoopwatchWorker:
             for event in flight.events:
                 await manual.ack(event)
 
-        acker = asyncio.ensure_future(self._ack(pending, acknowledge))
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda: not events.empty()))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
         last_size = 0
@@ -319,7 +323,10 @@ class LoopwatchWorker:
         await consumer.rewind(tp, target)
 
     async def _ack(
-        self, pending: asyncio.Queue[_InFlight], acknowledge: Callable[[_InFlight], Awaitable[None]]
+        self,
+        pending: asyncio.Queue[_InFlight],
+        acknowledge: Callable[[_InFlight], Awaitable[None]],
+        behind: Callable[[], bool],
     ) -> None:
         """Per store step, in order: verdicts confirmed -> states stored, changelog sent. The confirmer then, in
         order: changelog confirmed -> each batch acknowledged. Two stages, so one step's changelog round trip
@@ -327,16 +334,26 @@ class LoopwatchWorker:
 
         A step takes the batches already waiting behind the first (up to ``_MAX_STEP``) and stores each run once,
         with its newest state, as one larger batch would have: a worker that falls behind writes fewer states
-        per event instead of more. A batch is still acknowledged only after every state it computed is stored
-        (its own, or a newer one of the same run), in batch order.
+        per event instead of more. While the processor is ``behind`` (records wait for it), a step also waits
+        up to ``_STEP_LINGER`` for the batches still to come: the verdicts are sent already, only the states
+        and the commit wait, and a run that several of the step's batches touched is encoded and written once.
+        A batch is still acknowledged only after every state it computed is stored (its own, or a newer one of
+        the same run), in batch order. A revocation stops the waiting within ``_STEP_POLL``: it empties the
+        intake, so the processor is no longer behind.
         """
         stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
         try:
             while True:
                 flights = [await pending.get()]
-                while len(flights) < _MAX_STEP and not pending.empty():
-                    flights.append(pending.get_nowait())
+                until = time.monotonic() + _STEP_LINGER
+                while len(flights) < _MAX_STEP:
+                    if not pending.empty():
+                        flights.append(pending.get_nowait())
+                    elif behind() and time.monotonic() < until:
+                        await asyncio.sleep(_STEP_POLL)
+                    else:
+                        break
                 try:
                     for flight in flights:
                         await flight.sent
@@ -387,7 +404,7 @@ class LoopwatchWorker:
                 consumer.advance(tp, offset, flight.epoch)
             intake.settle()
 
-        acker = asyncio.ensure_future(self._ack(pending, acknowledge))
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda: intake.waiting() > 0))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
         last_size = 0
@@ -481,16 +498,20 @@ class LoopwatchWorker:
             data = self.table.data
             pending = self._pending_states
             wrote = self._expiry.wrote
-            for (key, value, _, event), now_ms in newest:
+            encode = self.processor.encode
+            values = []
+            for (key, run, partition, event), now_ms in newest:
+                value = encode(key, run)
                 with as_current_event(event):
                     data[key] = value
                 wrote(key, now_ms, len(key) + len(value))
-                if pending.get(key) is value:  # no later batch has a newer state for this run
+                if pending.get(key) is run:  # no later batch has a newer state for this run
                     del pending[key]
+                values.append((key, value, partition))
             send = self.app.producer.send
             changelog = self.changelog_topic
-            futures = [await send(changelog, key, value, p, None, None) for (key, value, p, _), _ in newest]
-        return asyncio.gather(*futures), [p for (_, _, p, _), _ in newest]
+            futures = [await send(changelog, key, value, p, None, None) for key, value, p in values]
+        return asyncio.gather(*futures), [p for _, _, p in values]
 
     async def _process(self, records: list[InputRecord], source: Callable[[int], Any]) -> _InFlight | None:
         """Apply one batch and send its verdicts and dead letters; the acker does the rest.
@@ -507,7 +528,7 @@ class LoopwatchWorker:
         plan = plan_batch(records, now_ms, self._dead_letter_policy)
         data = self.table.data
         pending = self._pending_states
-        process = self.processor.process
+        apply = self.processor.apply
         writes: list[StateWrite] = []
         publications: list[Publication] = []
         applied_types: list[str] = []
@@ -515,14 +536,14 @@ class LoopwatchWorker:
         async with self._lock:
             for group in plan.groups.values():
                 key = group.key
-                stored = pending.get(key)
+                stored: StoredRun | bytes | None = pending.get(key)
                 if stored is None:
                     with as_current_event(source(group.indexes[0])):
                         stored = data.get(key)
-                result = process(group, records, stored, now_ms)
-                if result.value is not None:
-                    pending[key] = result.value
-                    writes.append((key, result.value, result.partition, source(group.indexes[-1])))
+                result = apply(group, records, stored, now_ms)
+                if result.run is not None:
+                    pending[key] = result.run
+                    writes.append((key, result.run, result.partition, source(group.indexes[-1])))
                 publications.extend(result.publications)
                 applied_types.extend(result.applied_types)
                 redelivered += result.redelivered

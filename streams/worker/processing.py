@@ -88,7 +88,9 @@ class BatchPlan:
 
 @dataclass(slots=True)
 class RunResult:
-    """What applying one run's events produced. ``value`` None means the stored envelope stays as is."""
+    """What applying one run's events produced: ``run`` is the new stored run and ``value`` its envelope
+    (:meth:`RunProcessor.process` encodes it, :meth:`RunProcessor.apply` leaves that to its caller). None
+    means the stored envelope stays as is."""
 
     value: bytes | None
     partition: int
@@ -96,6 +98,7 @@ class RunResult:
     applied_types: list[str]
     redelivered: int = 0
     duplicates: int = 0
+    run: StoredRun | None = None
 
 
 def plan_batch(
@@ -119,8 +122,8 @@ def plan_batch(
     return BatchPlan(groups, dead)
 
 
-#: One state a batch computed: (key, envelope, partition, the run's last source event).
-StateWrite = tuple[bytes, bytes, int, Any]
+#: One state a batch computed, not yet encoded: (key, stored run, partition, the run's last source event).
+StateWrite = tuple[bytes, StoredRun, int, Any]
 
 
 def newest_states(batches: Iterable[tuple[int, Sequence[StateWrite]]]) -> dict[bytes, tuple[StateWrite, int]]:
@@ -195,9 +198,33 @@ class RunProcessor:
         now_ms: int,
     ) -> RunResult:
         """Apply one run's events of this batch to its stored envelope (see the module docstring)."""
+        result = self.apply(group, records, stored_value, now_ms)
+        if result.run is not None:
+            result.value = self.encode(group.key, result.run)
+        return result
+
+    def encode(self, key: bytes, run: StoredRun) -> bytes:
+        """The envelope of ``run``, remembered as the run's newest bytes (a later read of them decodes nothing)."""
+        value = envelope.encode(run.partition, run.last_offset, run.last_seen_ms, run.state, run.usage)
+        self._remember(key, value, run)
+        return value
+
+    def apply(
+        self,
+        group: RunGroup,
+        records: Sequence[InputRecord],
+        stored_value: bytes | StoredRun | None,
+        now_ms: int,
+    ) -> RunResult:
+        """:meth:`process` without the encoding: ``run`` is set, ``value`` is None. The worker encodes only the
+        state it stores, so a run that several batches of one store step touched is encoded once. The stored
+        state may be given decoded (a state computed but not stored yet)."""
         key = group.key
         partition = records[group.indexes[0]].partition
-        stored = self.decode(key, stored_value) if stored_value is not None else None
+        if stored_value is None or type(stored_value) is StoredRun:
+            stored = stored_value
+        else:
+            stored = self.decode(key, cast(bytes, stored_value))
         state: RunState | None = None
         last_offset = -1
         if stored is not None:
@@ -240,9 +267,7 @@ class RunProcessor:
                     )
                     value = orjson.dumps(verdict.model_dump(mode="json"))
                     publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms, cost))
-        new_value: bytes | None = None
+        run: StoredRun | None = None
         if state is not None:  # always the case: the group is not empty
-            run_usage = usage.runs.get(scope)
-            new_value = envelope.encode(partition, last_offset, now_ms, state, run_usage)
-            self._remember(key, new_value, StoredRun(partition, last_offset, now_ms, state, run_usage))
-        return RunResult(new_value, partition, publications, applied, redelivered, duplicates)
+            run = StoredRun(partition, last_offset, now_ms, state, usage.runs.get(scope))
+        return RunResult(None, partition, publications, applied, redelivered, duplicates, run)

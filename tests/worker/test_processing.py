@@ -21,6 +21,7 @@ import pytest
 from streams.audit.replay import replay_lines
 from streams.decode import INVALID_REASONS, KEY_MISMATCH
 from streams.worker import envelope
+from streams.worker.envelope import StoredRun
 from streams.worker.processing import (
     InputRecord,
     Publication,
@@ -224,6 +225,22 @@ def test_a_new_partition_starts_a_new_offset_sequence() -> None:
     assert result.redelivered == 0 and len(result.applied_types) == 2
 
 
+def test_apply_then_encode_is_process_and_takes_a_decoded_state() -> None:
+    evs = [event(i, "a") for i in range(4)]
+    first, second = records(evs[:2]), records(evs[2:], start=2)
+    stored = RunProcessor(CONFIG).process(plan_batch(first, NOW).groups[b"a"], first, None, NOW).value
+    assert stored is not None
+    group = plan_batch(second, NOW + 1).groups[b"a"]
+    want = RunProcessor(CONFIG).process(group, second, stored, NOW + 1)
+    applied = RunProcessor(CONFIG).apply(group, second, stored, NOW + 1)
+    from_decoded = RunProcessor(CONFIG).apply(group, second, envelope.decode(stored), NOW + 1)
+    assert applied.value is None and applied.run is not None and from_decoded.run is not None
+    assert RunProcessor(CONFIG).encode(b"a", applied.run) == want.value
+    assert RunProcessor(CONFIG).encode(b"a", from_decoded.run) == want.value
+    assert [p.value for p in applied.publications] == [p.value for p in want.publications]
+    assert [p.value for p in from_decoded.publications] == [p.value for p in want.publications]
+
+
 def test_undecodable_stored_state_starts_afresh() -> None:
     recs = records([event(0, "a")])
     plan = plan_batch(recs, NOW)
@@ -253,10 +270,20 @@ def test_cache_is_only_used_for_identical_bytes() -> None:
 
 @dataclass
 class Flight:
+    """A processed batch: its verdicts sent, its states computed (not encoded) and not stored yet."""
+
     verdicts: list[bytes]
-    writes: list[tuple[bytes, bytes]]
+    writes: list[tuple[bytes, StoredRun]]
     end: int  # next offset after this batch
-    stage: str = "sent"  # sent -> confirmed (verdicts) -> stored (changelog sent) -> acknowledged
+    confirmed: bool = False  # its verdicts confirmed by the broker
+
+
+@dataclass
+class Step:
+    """A store step: the newest state of each run over its batches, written locally, changelog sent."""
+
+    writes: list[tuple[bytes, bytes]]
+    end: int  # next offset after its last batch
 
 
 @dataclass
@@ -277,32 +304,53 @@ def run_incarnation(
     crash_after: int | None,
 ) -> None:
     """One worker life, as streams.worker.app runs it: pipelined batches from the committed offset, a
-    pending-state overlay, and per batch in order: verdicts confirmed -> states stored -> changelog
-    confirmed -> acknowledged. Maybe a crash, with partial delivery of whatever was unconfirmed."""
+    pending overlay of computed (unencoded) states, verdicts confirmed in order, store steps that write the
+    newest state of each run over 1-4 confirmed batches once, then changelog confirmed -> acknowledged. Maybe
+    a crash, with partial delivery of whatever was unconfirmed."""
     processor = RunProcessor(CONFIG, cache_size=rng.choice([0, 3, 100]))
     position = cluster.committed
     flights: list[Flight] = []
-    pending: dict[bytes, bytes] = {}
+    steps: list[Step] = []
+    pending: dict[bytes, StoredRun] = {}
     acked = cluster.committed
     processed = 0
 
-    def advance_oldest() -> None:
+    def advance() -> None:
         nonlocal acked
-        flight = flights[0]
-        if flight.stage == "sent":
-            cluster.verdicts.extend(flight.verdicts)
-            flight.stage = "confirmed"
-        elif flight.stage == "confirmed":
-            for key, value in flight.writes:
+        actions = []
+        unconfirmed = next((f for f in flights if not f.confirmed), None)
+        if unconfirmed is not None:
+            actions.append("confirm")
+        if flights and flights[0].confirmed:
+            actions.append("store")
+        if steps:
+            actions.append("ack")
+        action = rng.choice(actions)
+        if action == "confirm":
+            assert unconfirmed is not None
+            cluster.verdicts.extend(unconfirmed.verdicts)
+            unconfirmed.confirmed = True
+        elif action == "store":
+            ready = 0
+            while ready < len(flights) and flights[ready].confirmed:
+                ready += 1
+            taken = flights[: rng.randint(1, min(4, ready))]
+            del flights[: len(taken)]
+            newest: dict[bytes, StoredRun] = {}
+            for flight in taken:
+                newest.update(flight.writes)
+            writes = []
+            for key, run in newest.items():
+                value = processor.encode(key, run)
                 local[key] = value
-                if pending.get(key) is value:
+                if pending.get(key) is run:
                     del pending[key]
-            flight.stage = "stored"
+                writes.append((key, value))
+            steps.append(Step(writes, taken[-1].end))
         else:
-            for key, value in flight.writes:
-                cluster.changelog[key] = value
-            acked = flight.end
-            flights.pop(0)
+            step = steps.pop(0)
+            cluster.changelog.update(step.writes)
+            acked = step.end
 
     while position < len(recs):
         if crash_after is not None and processed >= crash_after:
@@ -311,32 +359,31 @@ def run_incarnation(
         plan = plan_batch(batch, NOW)
         flight = Flight([], [], batch[-1].offset + 1)
         for group in plan.groups.values():
-            stored = pending.get(group.key, local.get(group.key))
-            result = processor.process(group, batch, stored, NOW)
-            assert result.value is not None
-            pending[group.key] = result.value
-            flight.writes.append((group.key, result.value))
+            stored: StoredRun | bytes | None = pending.get(group.key, local.get(group.key))
+            result = processor.apply(group, batch, stored, NOW)
+            assert result.run is not None and result.value is None
+            pending[group.key] = result.run
+            flight.writes.append((group.key, result.run))
             flight.verdicts.extend(p.value for p in result.publications)
         flights.append(flight)
         position = flight.end
         processed += len(batch)
-        while flights and (len(flights) > 3 or rng.random() < 0.6):
-            advance_oldest()
+        while (flights or steps) and (len(flights) > 3 or rng.random() < 0.6):
+            advance()
         if rng.random() < 0.3:
             cluster.committed = acked  # Faust commits acknowledged offsets now and then
     if crash_after is None:
-        while flights:
-            advance_oldest()
+        while flights or steps:
+            advance()
         cluster.committed = acked
         return
-    # Crash. Unconfirmed verdicts may or may not have reached the broker; of the batch being stored, a prefix
-    # of its changelog records arrived (one partition, in order). Later batches never stored anything.
+    # Crash. Unconfirmed verdicts may or may not have reached the broker; of the steps' changelog records
+    # (one partition, sent in order) a prefix arrived. Unstored batches never stored anything.
     for flight in flights:
-        if flight.stage == "sent":
+        if not flight.confirmed:
             cluster.verdicts.extend(v for v in flight.verdicts if rng.random() < 0.5)
-        elif flight.stage == "stored":
-            for key, value in flight.writes[: rng.randint(0, len(flight.writes))]:
-                cluster.changelog[key] = value
+    sent = [write for step in steps for write in step.writes]
+    cluster.changelog.update(sent[: rng.randint(0, len(sent))])
 
 
 @pytest.mark.parametrize("seed", range(40))
