@@ -338,8 +338,9 @@ class LoopwatchWorker:
         up to ``_STEP_LINGER`` for the batches still to come: the verdicts are sent already, only the states
         and the commit wait, and a run that several of the step's batches touched is encoded and written once.
         A batch is still acknowledged only after every state it computed is stored (its own, or a newer one of
-        the same run), in batch order. A revocation stops the waiting within ``_STEP_POLL``: it empties the
-        intake, so the processor is no longer behind.
+        the same run), in batch order. A revocation stops the waiting within ``_STEP_POLL`` (it empties the
+        intake, so the processor is no longer behind), and so does a shutdown: the embedded broker's group
+        that never forms again (docs/embedded-broker.md) is sensitive to when a stopping worker leaves.
         """
         stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
@@ -350,8 +351,8 @@ class LoopwatchWorker:
                 while len(flights) < _MAX_STEP:
                     if not pending.empty():
                         flights.append(pending.get_nowait())
-                    elif behind() and time.monotonic() < until:
-                        await asyncio.sleep(_STEP_POLL)
+                    elif behind() and not self.app.should_stop and time.monotonic() < until:
+                        await asyncio.sleep(_STEP_POLL)  # a stopping worker stores at once: it leaves sooner
                     else:
                         break
                 try:
