@@ -221,10 +221,7 @@ class RunProcessor:
         state may be given decoded (a state computed but not stored yet)."""
         key = group.key
         partition = records[group.indexes[0]].partition
-        if stored_value is None or type(stored_value) is StoredRun:
-            stored = stored_value
-        else:
-            stored = self.decode(key, cast(bytes, stored_value))
+        stored = self.decode(key, stored_value) if isinstance(stored_value, bytes) else stored_value
         state: RunState | None = None
         last_offset = -1
         if stored is not None:

@@ -26,6 +26,7 @@ from streams.worker.processing import (
     InputRecord,
     Publication,
     RunProcessor,
+    StateWrite,
     newest_states,
     plan_batch,
 )
@@ -273,7 +274,7 @@ class Flight:
     """A processed batch: its verdicts sent, its states computed (not encoded) and not stored yet."""
 
     verdicts: list[bytes]
-    writes: list[tuple[bytes, StoredRun]]
+    writes: list[StateWrite]
     end: int  # next offset after this batch
     confirmed: bool = False  # its verdicts confirmed by the broker
 
@@ -336,11 +337,8 @@ def run_incarnation(
                 ready += 1
             taken = flights[: rng.randint(1, min(4, ready))]
             del flights[: len(taken)]
-            newest: dict[bytes, StoredRun] = {}
-            for flight in taken:
-                newest.update(flight.writes)
             writes = []
-            for key, run in newest.items():
+            for (key, run, _, _), _ in newest_states((NOW, flight.writes) for flight in taken).values():
                 value = processor.encode(key, run)
                 local[key] = value
                 if pending.get(key) is run:
@@ -363,7 +361,7 @@ def run_incarnation(
             result = processor.apply(group, batch, stored, NOW)
             assert result.run is not None and result.value is None
             pending[group.key] = result.run
-            flight.writes.append((group.key, result.run))
+            flight.writes.append((group.key, result.run, result.partition, None))
             flight.verdicts.extend(p.value for p in result.publications)
         flights.append(flight)
         position = flight.end
