@@ -22,7 +22,8 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
 
 * ratios a/b and a/c;
 * scale-out: 1 and 2 worker processes in one consumer group, settled on a warm-up first, then a backlog;
-  throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event;
+  throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event,
+  and the cores the workers and the broker used over that window;
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
   made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
   the worker's CPU per event, mean batch and state writes per event at that rate (keeping up costs more than
@@ -281,14 +282,20 @@ async def watch_until_done(
     *,
     start_after: asyncio.Future[Any] | None = None,
     timeout: float = 600.0,
-) -> tuple[int, float, float]:
-    """Poll until ``span`` is processed: (events, seconds, CPU seconds of all workers) of the window.
+    broker_pid: int | None = None,
+) -> tuple[int, float, float, float]:
+    """Poll until ``span`` is processed: (events, seconds, CPU seconds of all workers, CPU seconds of the
+    broker process when ``broker_pid`` is given, else 0) of the window.
 
     The window opens at the first progress seen (after ``start_after`` is done, when given: e.g. the end of
     producing the backlog) and closes when the last event of every partition is covered by a stored state.
     """
     total = sum(last - first + 1 for first, last in span.values())
-    first: tuple[float, float, int] | None = None
+    first: tuple[float, float, int, float] | None = None
+
+    def broker_cpu() -> float:
+        return cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await watch.poll()
@@ -296,10 +303,10 @@ async def watch_until_done(
         now = time.monotonic()
         ready = start_after is None or start_after.done()
         if first is None and ready and n > 0:
-            first = (now, sum(cpu_seconds(p.pid) for p in procs), n)
+            first = (now, sum(cpu_seconds(p.pid) for p in procs), n, broker_cpu())
         if n >= total and first is not None:
             cpu = sum(cpu_seconds(p.pid) for p in procs) - first[1]
-            return total - first[2], now - first[0], cpu
+            return total - first[2], now - first[0], cpu, broker_cpu() - first[3]
         for proc in procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"a worker exited with {proc.returncode}; see its log")
@@ -339,7 +346,7 @@ def run_worker(
         watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
         await watch.start()
         try:
-            events, seconds, cpu = await watch_until_done(watch, [proc], span)
+            events, seconds, cpu, _ = await watch_until_done(watch, [proc], span)
             for _ in range(10):  # the last writes of runs whose final event was not their partition's last
                 await watch.poll()
         finally:
@@ -368,11 +375,13 @@ def run_group(
     partitions: int,
     store: str,
     workdir: Path,
+    broker_pid: int | None,
 ) -> Result:
     """``workers`` processes in one group: started on a warm-up first, so the group is settled, then a backlog.
 
     The window opens when the backlog is fully produced (the producer shares the cores) and closes when it is
-    processed, so it measures the group's capacity, not the producer's speed or the group's start-up.
+    processed, so it measures the group's capacity, not the producer's speed or the group's start-up. The
+    cores the workers and the broker used over it show what a second worker could still get on this machine.
     """
     started = [
         start_worker(bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None)
@@ -403,11 +412,15 @@ def run_group(
             while not produced.done():  # keep the watch current while the backlog is written
                 await watch.poll()
             span = span_future.result()
-            events, seconds, cpu = await watch_until_done(watch, procs, span, start_after=produced)
+            events, seconds, cpu, broker = await watch_until_done(
+                watch, procs, span, start_after=produced, broker_pid=broker_pid
+            )
         finally:
             await watch.stop()
         label = f"{workers} worker{'s' if workers > 1 else ''} in one group"
-        return Result(label, events, seconds, cpu)
+        result = Result(label, events, seconds, cpu)
+        result.cores = (cpu / seconds, broker / seconds)  # type: ignore[attr-defined]
+        return result
 
     try:
         return asyncio.run(run())
@@ -918,9 +931,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 group: list[Result] = []
                 for n in (1, 2):
                     prefix = f"g{n}-{variant}"
-                    res = run_group(boot, prefix, group_records, warm, n, args.partitions, args.store, workdir)
+                    res = run_group(
+                        boot, prefix, group_records, warm, n, args.partitions, args.store, workdir, broker.pid
+                    )
                     group.append(res)
                     print(res.line())
+                    print("    cores used over the window: workers {:.2f}, broker {:.2f}".format(*res.cores))  # type: ignore[attr-defined]
                 one, two = group
                 print(
                     f"  2 workers / 1 worker: throughput {two.rate / one.rate:.2f}x, "
@@ -929,6 +945,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column["1 worker, warm group"] = f"{one.rate:,.0f} events/s, {one.cpu_per_event_us:.0f} µs"
                 column["2 workers, one group"] = f"{two.rate:,.0f} events/s, {two.cpu_per_event_us:.0f} µs"
                 column["2 workers / 1 worker"] = f"{two.rate / one.rate:.2f}x"
+                column["cores used by the workers, the broker: 1 worker; 2 workers"] = "; ".join(
+                    "{:.2f}, {:.2f}".format(*res.cores)  # type: ignore[attr-defined]
+                    for res in group
+                )
             if "latency" in skip:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
