@@ -152,6 +152,7 @@ class LoopwatchWorker:
             store="rocksdb://" if settings.store == "rocksdb" else "memory://",
             datadir=settings.data_dir,
             topic_partitions=settings.partitions,
+            table_standby_replicas=settings.standby_replicas,
             broker_client_id=client_id,
             consumer_max_fetch_size=_MAX_FETCH_BYTES,
             web_bind=settings.web_host,

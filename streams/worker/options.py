@@ -185,6 +185,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "--rocksdb-block-cache-mb", "rocksdb_block_cache_mb", _float, "RocksDB block cache per table partition, MiB"
     ),
     Option(
+        "--standby-replicas",
+        "standby_replicas",
+        _int,
+        "copies of each table partition other workers keep warm from its changelog: a takeover finds the state "
+        "ready, but every copy costs its worker CPU for each state write (0: a new owner restores from the changelog)",
+    ),
+    Option(
         "--dead-letter-original",
         "dead_letter_original",
         str,

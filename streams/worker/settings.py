@@ -78,6 +78,9 @@ class WorkerSettings:
     dead_letter_max_original: int = 900_000
     rocksdb_write_buffer_mb: float = DEFAULT_ROCKSDB_WRITE_BUFFER_MB
     rocksdb_block_cache_mb: float = DEFAULT_ROCKSDB_BLOCK_CACHE_MB
+    # Faust's default: every worker also keeps a copy of one other worker's partitions by reading their
+    # changelogs, so a takeover finds the state ready; that reading costs the group CPU for every state write.
+    standby_replicas: int = 1
     security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka.security)
 
     def __post_init__(self) -> None:
@@ -111,6 +114,8 @@ class WorkerSettings:
             raise SettingsError("RocksDB write buffer must be between 1 and 1024 MiB")
         if not 1 <= self.rocksdb_block_cache_mb <= 65536:
             raise SettingsError("RocksDB block cache must be between 1 and 65536 MiB")
+        if not 0 <= self.standby_replicas <= 8:
+            raise SettingsError("standby replicas must be between 0 and 8")
 
     @property
     def changelog_topic(self) -> str:

@@ -110,6 +110,11 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
     result = lw(empty, "worker", "--partitions", "x")
     assert result.code == 2
     assert result.err == "loopwatch worker: 'x' is not an integer (--partitions): see 'loopwatch worker --help'\n"
+    result = lw(empty, "worker", "--standby-replicas", "-1")
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch worker: standby replicas must be between 0 and 8: see 'loopwatch worker --help'\n",
+    )
     result = lw(empty, "simulate")
     assert result.code == 2
     assert result.first_error == (

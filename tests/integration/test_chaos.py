@@ -17,7 +17,8 @@ being SIGKILLed, the broker SIGSTOPped for 5-10 s and continued. Afterwards:
 ``LOOPWATCH_CHAOS_ROUNDS`` (default 1) how many rounds of disturbances each seed's (longer) stream gets,
 ``LOOPWATCH_CHAOS_PARALLEL`` (default 4) how many seeds run at once. Every third seed runs the workers with
 ``--delivery stream``, the others with the default bulk delivery; ``LOOPWATCH_CHAOS_DELIVERY`` (bulk or stream)
-runs every seed with one.
+runs every seed with one. Every fourth seed from seed 2 runs them with ``--standby-replicas 0``, so no worker
+keeps a warm copy of another's partitions and every takeover restores the state from the changelog alone.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def delivery_of(seed: int) -> str:
     return DELIVERY or ("stream" if seed % 3 == 0 else "bulk")
 
 
+def standby_of(seed: int) -> int:
+    return 0 if seed % 4 == 2 else 1
+
+
 def stream(seed: int) -> list[tuple[bytes | None, bytes]]:
     """Fleet traffic with bad records; ~3% of the valid records repeated exactly a little later."""
     rng = random.Random(seed)
@@ -104,6 +109,7 @@ class Chaos:
     def __init__(self, seed: int, broker: EmbeddedBroker, names: Names, workdir: Path, config: Path) -> None:
         self.rng = random.Random(seed * 7919)
         self.delivery = delivery_of(seed)
+        self.standby = standby_of(seed)
         self.broker = broker
         self.names = names
         self.workdir = workdir
@@ -118,7 +124,7 @@ class Chaos:
         store = "rocksdb" if name == "w1" else "memory"  # memory: every takeover recovers from the changelog
         worker = WorkerProcess(
             self.broker.bootstrap, self.names, self.workdir, config=self.config, store=store, name=name,
-            extra=("--delivery", self.delivery),
+            extra=("--delivery", self.delivery, "--standby-replicas", str(self.standby)),
         )  # fmt: skip
         self.workers[name] = worker.start()
         self.all.append(worker)
@@ -387,7 +393,8 @@ def run_seed(seed: int, workdir: Path) -> str:
             if wedge is not None:
                 raise GroupWedged(f"{wedge}\n  {detail}") from None
             raise AssertionError(detail) from None
-        return f"{chaos.delivery}: {summary}, {skipped:.0f} skipped offsets; " + "; ".join(chaos.log)
+        setup = f"{chaos.delivery}, {chaos.standby} standby"
+        return f"{setup}: {summary}, {skipped:.0f} skipped offsets; " + "; ".join(chaos.log)
     finally:
         for worker in chaos.all:
             worker.stop()

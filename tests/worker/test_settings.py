@@ -1,0 +1,49 @@
+"""Worker settings that reach Faust: what the flag says is what the app is built with."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from streams.cli.worker import register, settings_from_args
+from streams.worker.settings import SettingsError, WorkerSettings
+
+
+def settings(monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str]) -> WorkerSettings:
+    """What ``loopwatch worker ARGV`` would run with under ``env``: the CLI's own parser and resolution."""
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    monkeypatch.delenv("LOOPWATCH_STANDBY_REPLICAS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return settings_from_args(parser.parse_args(["worker", *argv]))
+
+
+def test_standby_replicas_default_to_fausts_one_and_come_from_the_flag_or_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert settings(monkeypatch, [], {}).standby_replicas == 1
+    assert settings(monkeypatch, [], {"LOOPWATCH_STANDBY_REPLICAS": "0"}).standby_replicas == 0
+    flag_wins = settings(monkeypatch, ["--standby-replicas", "2"], {"LOOPWATCH_STANDBY_REPLICAS": "0"})
+    assert flag_wins.standby_replicas == 2
+
+
+@pytest.mark.parametrize("count", [-1, 9])
+def test_standby_replicas_out_of_range_is_a_settings_error(count: int) -> None:
+    with pytest.raises(SettingsError, match="standby replicas must be between 0 and 8"):
+        WorkerSettings(standby_replicas=count)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_the_app_keeps_as_many_standby_copies_as_configured(tmp_path: Path, count: int) -> None:
+    from streams.config_file import LoadedConfig
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.metrics import WorkerMetrics
+
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), standby_replicas=count)
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    assert worker.app.conf.table_standby_replicas == count
+    # the assignor reads the same setting when it hands out standby partitions
+    assert worker.app.assignor.replicas == count
