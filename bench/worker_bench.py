@@ -23,7 +23,8 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
 * ratios a/b and a/c;
 * scale-out: 1 and 2 worker processes in one consumer group, settled on a warm-up first, then a backlog;
   throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event,
-  and the cores the workers and the broker used over that window;
+  and the cores the workers and the broker used over that window; two workers once with the default standby
+  copy of each other's tables and once with ``--standby-replicas 0``;
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
   made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
   the worker's CPU per event, mean batch and state writes per event at that rate (keeping up costs more than
@@ -376,6 +377,7 @@ def run_group(
     store: str,
     workdir: Path,
     broker_pid: int | None,
+    standby: int | None = None,
 ) -> Result:
     """``workers`` processes in one group: started on a warm-up first, so the group is settled, then a backlog.
 
@@ -383,8 +385,11 @@ def run_group(
     processed, so it measures the group's capacity, not the producer's speed or the group's start-up. The
     cores the workers and the broker used over it show what a second worker could still get on this machine.
     """
+    extra = () if standby is None else ("--standby-replicas", str(standby))
     started = [
-        start_worker(bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None)
+        start_worker(
+            bootstrap, prefix, partitions, store, workdir, worker_id=f"w{i}" if workers > 1 else None, extra=extra
+        )
         for i in range(workers)
     ]
     procs = [proc for proc, _ in started]
@@ -417,7 +422,9 @@ def run_group(
             )
         finally:
             await watch.stop()
-        label = f"{workers} worker{'s' if workers > 1 else ''} in one group"
+        label = f"{workers} worker{'s' if workers > 1 else ''} in one group" + (
+            f", {standby} standby" if standby is not None else ""
+        )
         result = Result(label, events, seconds, cpu)
         result.cores = (cpu / seconds, broker / seconds)  # type: ignore[attr-defined]
         return result
@@ -929,23 +936,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 group_records = records_for(args.group_events, hashed=hashed, seed=11)
                 warm = disjoint(list(simulate_records(20, 1.0, hashed)), "warm-")
                 group: list[Result] = []
-                for n in (1, 2):
-                    prefix = f"g{n}-{variant}"
+                # one worker holds no standby copy (only another worker can); 0: two workers without them
+                for n, standby in ((1, None), (2, None), (2, 0)):
+                    prefix = f"g{n}{'' if standby is None else f's{standby}'}-{variant}"
                     res = run_group(
-                        boot, prefix, group_records, warm, n, args.partitions, args.store, workdir, broker.pid
+                        boot, prefix, group_records, warm, n, args.partitions, args.store, workdir, broker.pid, standby
                     )
                     group.append(res)
                     print(res.line())
                     print("    cores used over the window: workers {:.2f}, broker {:.2f}".format(*res.cores))  # type: ignore[attr-defined]
-                one, two = group
-                print(
-                    f"  2 workers / 1 worker: throughput {two.rate / one.rate:.2f}x, "
-                    f"CPU/event {two.cpu_per_event_us / one.cpu_per_event_us:.2f}x"
-                )
+                one, two, bare = group
+                for name, res in (("", two), (", --standby-replicas 0", bare)):
+                    print(
+                        f"  2 workers{name} / 1 worker: throughput {res.rate / one.rate:.2f}x, "
+                        f"CPU/event {res.cpu_per_event_us / one.cpu_per_event_us:.2f}x"
+                    )
                 column["1 worker, warm group"] = f"{one.rate:,.0f} events/s, {one.cpu_per_event_us:.0f} µs"
                 column["2 workers, one group"] = f"{two.rate:,.0f} events/s, {two.cpu_per_event_us:.0f} µs"
                 column["2 workers / 1 worker"] = f"{two.rate / one.rate:.2f}x"
-                column["cores used by the workers, the broker: 1 worker; 2 workers"] = "; ".join(
+                column["2 workers, --standby-replicas 0"] = f"{bare.rate:,.0f} events/s, {bare.cpu_per_event_us:.0f} µs"
+                column["2 workers, --standby-replicas 0 / 1 worker"] = f"{bare.rate / one.rate:.2f}x"
+                column["cores used by the workers, the broker: 1 worker; 2 workers; 2, no standby"] = "; ".join(
                     "{:.2f}, {:.2f}".format(*res.cores)  # type: ignore[attr-defined]
                     for res in group
                 )
