@@ -161,6 +161,11 @@ class Result:
         self.events = events
         self.seconds = seconds
         self.cpu = cpu
+        self.cores = (0.0, 0.0)  # of the workers and the broker over the window (group runs)
+
+    @property
+    def cores_text(self) -> str:
+        return "workers {:.2f}, broker {:.2f}".format(*self.cores)
 
     @property
     def rate(self) -> float:
@@ -426,7 +431,7 @@ def run_group(
             f", {standby} standby" if standby is not None else ""
         )
         result = Result(label, events, seconds, cpu)
-        result.cores = (cpu / seconds, broker / seconds)  # type: ignore[attr-defined]
+        result.cores = (cpu / seconds, broker / seconds)
         return result
 
     try:
@@ -944,7 +949,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     group.append(res)
                     print(res.line())
-                    print("    cores used over the window: workers {:.2f}, broker {:.2f}".format(*res.cores))  # type: ignore[attr-defined]
+                    print(f"    cores used over the window: {res.cores_text}")
                 one, two, bare = group
                 for name, res in (("", two), (", --standby-replicas 0", bare)):
                     print(
@@ -956,10 +961,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column["2 workers / 1 worker"] = f"{two.rate / one.rate:.2f}x"
                 column["2 workers, --standby-replicas 0"] = f"{bare.rate:,.0f} events/s, {bare.cpu_per_event_us:.0f} µs"
                 column["2 workers, --standby-replicas 0 / 1 worker"] = f"{bare.rate / one.rate:.2f}x"
-                column["cores used by the workers, the broker: 1 worker; 2 workers; 2, no standby"] = "; ".join(
-                    "{:.2f}, {:.2f}".format(*res.cores)  # type: ignore[attr-defined]
-                    for res in group
-                )
+                column["cores used: 1 worker; 2 workers; 2, no standby"] = "; ".join(res.cores_text for res in group)
             if "latency" in skip:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]

@@ -78,9 +78,7 @@ class WorkerSettings:
     dead_letter_max_original: int = 900_000
     rocksdb_write_buffer_mb: float = DEFAULT_ROCKSDB_WRITE_BUFFER_MB
     rocksdb_block_cache_mb: float = DEFAULT_ROCKSDB_BLOCK_CACHE_MB
-    # Faust's default: every worker also keeps a copy of one other worker's partitions by reading their
-    # changelogs, so a takeover finds the state ready; that reading costs the group CPU for every state write.
-    standby_replicas: int = 1
+    standby_replicas: int = 1  # Faust's default; the trade-off is in the --standby-replicas help (options.py)
     security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka.security)
 
     def __post_init__(self) -> None:

@@ -42,8 +42,8 @@ def test_the_app_keeps_as_many_standby_copies_as_configured(tmp_path: Path, coun
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics
 
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), standby_replicas=count)
-    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    chosen = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), standby_replicas=count)
+    worker = LoopwatchWorker(chosen, LoadedConfig.default(), WorkerMetrics(process=False))
     assert worker.app.conf.table_standby_replicas == count
     # the assignor reads the same setting when it hands out standby partitions
     assert worker.app.assignor.replicas == count
