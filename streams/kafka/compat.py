@@ -50,7 +50,9 @@ Faust keeps the group, assignment, tables, changelog, recovery and commits; the 
 position up to which a partition's records are durably processed (:meth:`CompatConsumer.advance`) and
 Faust's commit loop commits that position. Every revocation bumps a delivery epoch and first waits for the
 sink's batches in flight (:meth:`BulkSink.revoked`); a position reported for an older epoch, or beyond what
-was delivered, is refused (an invariant check, logged). Whether fetched records are handed over is decided per
+was delivered, is refused (an invariant check, logged). The fetch loop never waits for a sink: once a sink is
+full, its topic's partitions are paused in aiokafka until the sink has room, so the loop keeps serving the other
+topics. Whether fetched records are handed over is decided per
 partition at hand-over (no revocation under way, partitions positioned, partition active), because a fetch can
 outlast a whole rebalance; records not handed over while positioned are sought back at once, since aiokafka's
 position already moved past them and no later seek may come.
@@ -73,6 +75,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -405,8 +408,12 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 class BulkSink(Protocol):
     """Where :class:`CompatConsumer` hands a bulk topic's records (see :meth:`CompatConsumer.deliver_in_bulk`)."""
 
-    async def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> None:
-        """Take a gapless run of one partition's records (aiokafka ``ConsumerRecord``); may wait for room."""
+    def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> bool:
+        """Take a gapless run of one partition's records (aiokafka ``ConsumerRecord``), without waiting; False
+        once full: the topic is then not fetched until :meth:`when_room` calls back."""
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, on the event loop, as soon as there is room again (at once if there is)."""
 
     async def revoked(self, revoked: set[Any]) -> None:
         """A revocation starts: drop what was not started and return once nothing taken is still in flight."""
@@ -428,6 +435,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._bulk_epoch = 0  # bumped by every revocation and assignment
         self._revoking = False
         self._bulk_positions: dict[Any, int] = {}  # durably processed up to here, not committed yet
+        self._throttled: dict[str, set[Any]] = {}  # bulk topic -> partitions paused in aiokafka: its sink is full
 
     @property
     def compat_options(self) -> CompatOptions:
@@ -490,7 +498,12 @@ class CompatConsumer(faust_aiokafka.Consumer):
     def _pause_in_aiokafka(self, tps: Iterable[Any], *, paused: bool) -> None:
         """Mirror Faust's pause of stream partitions into aiokafka, whose fetcher otherwise keeps fetching them
         and advances their position for records Faust then drops as "inactive" (remedy 4)."""
-        streams = [TopicPartition(tp.topic, tp.partition) for tp in tps if self._gapless(tp)]
+        throttled = self._throttled
+        streams = [
+            TopicPartition(tp.topic, tp.partition)
+            for tp in tps
+            if self._gapless(tp) and (paused or tp not in throttled.get(tp.topic, ()))
+        ]
         thread = self._thread
         aio = getattr(thread, "_consumer", None)
         if not streams or aio is None:
@@ -609,6 +622,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         gaps: dict[Any, tuple[int, int]] = {}
         dropped: list[Any] = []
         live_active = self._get_active_partitions()  # Faust's live set, kept current by pause and resume
+        full: set[str] = set()
         for tp, recs in records.items():
             sink = self._bulk.get(tp.topic)
             if sink is None:
@@ -625,12 +639,36 @@ class CompatConsumer(faust_aiokafka.Consumer):
                 self._read_offset[tp] = run[-1].offset
                 self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
                 inbound[tp] = time.monotonic()  # Faust's livelock check: this partition is being processed
-                await sink.put(tp, run, self.app.consumer_generation_id, self._bulk_epoch)
+                if not sink.put(tp, run, self.app.consumer_generation_id, self._bulk_epoch):
+                    full.add(tp.topic)
+        for topic in full:
+            self._throttle(topic, live_active)
         for tp, (expected, offset) in gaps.items():
             await self._reread(tp, expected, offset)
         for tp in dropped:
             await self._reread_dropped(tp)
         return rest, active
+
+    def _throttle(self, topic: str, live_active: Iterable[Any]) -> None:
+        """``topic``'s sink is full: stop fetching its partitions (aiokafka pause) until the sink has room.
+
+        The fetch loop never waits for a sink, so it keeps serving every other topic. aiokafka does not hand
+        over, and does not move past, what it had fetched for a paused partition (``check_assignment``), so the
+        next fetch after the release starts at the next record to deliver: nothing is skipped.
+        """
+        registered = topic in self._throttled
+        throttled = self._throttled.setdefault(topic, set())
+        new = {tp for tp in live_active if tp.topic == topic} - throttled
+        throttled |= new
+        self._pause_in_aiokafka(new, paused=True)
+        if not registered:  # one callback per throttling; it may run at once
+            self._bulk[topic].when_room(partial(self._release, topic))
+
+    def _release(self, topic: str) -> None:
+        """The sink has room: fetch ``topic`` again, where Faust has not paused or held a partition meanwhile."""
+        tps = self._throttled.pop(topic, set())
+        live_active = self._get_active_partitions()
+        self._pause_in_aiokafka({tp for tp in tps if tp in live_active}, paused=False)
 
     def _handing_over(self) -> bool:
         """No revocation under way, partitions sought, flow running: fetched records may go to a bulk sink."""
@@ -687,6 +725,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
     async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
         self._bulk_epoch += 1
         self._revoking = False
+        self._throttled.clear()  # a new aiokafka assignment starts unpaused; Faust pauses and resumes from here
         await super().on_partitions_assigned(assigned, generation_id)
 
     async def _seek(self, partition: Any, offset: int) -> None:

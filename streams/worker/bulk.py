@@ -3,8 +3,12 @@
 With ``--delivery bulk`` (the default) the consumer
 (:meth:`streams.kafka.compat.CompatConsumer.deliver_in_bulk`) puts each fetched gapless run of one partition's
 records here instead of passing every record through Faust's message, event and stream machinery; the
-worker's processor takes up to a batch of records at a time. The queue is bounded (the fetch loop waits for
-room), so batches grow with load and memory does not.
+worker's processor takes up to a batch of records at a time. Batches grow with load, and memory does not:
+once the queue holds its limit, :meth:`BulkIntake.put` says so and the consumer stops fetching the topic (pauses
+its partitions in aiokafka) until :meth:`BulkIntake.when_room` calls back, so it holds at most its limit plus
+one fetch. The fetch loop itself never waits
+here, so the other topics it serves (the storm agents' verdicts and signals, standby changelogs) keep flowing
+while the worker works through a backlog.
 
 Revocation is the delicate part: a batch taken before the partitions move on must never be started after,
 and one already started must be stored and its position reported before the next owner may begin. So
@@ -44,7 +48,7 @@ class BulkIntake:
         self._chunks: deque[Chunk] = deque()
         self._count = 0
         self._limit = limit
-        self._room = asyncio.Event()
+        self._on_room: list[Callable[[], None]] = []
         self._ready = asyncio.Event()
         self._settled = asyncio.Event()
         self._unsettled = 0
@@ -53,18 +57,30 @@ class BulkIntake:
 
     # --- the consumer's side ------------------------------------------------------------------------------
 
-    async def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> None:
-        while self._count >= self._limit and not self._stopped:
-            self._room.clear()
-            await self._room.wait()
+    def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> bool:
+        """Queue the run, never refused nor waited for (the fetch loop serves other topics); False once full."""
         self._chunks.append(Chunk(tp, records, generation, epoch))
         self._count += len(records)
         self._ready.set()
+        return self._count < self._limit
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, as soon as the queue is below its limit again (now, if it is)."""
+        if self._count < self._limit or self._stopped:
+            callback()
+        else:
+            self._on_room.append(callback)
+
+    def _room(self) -> None:
+        if self._on_room and (self._count < self._limit or self._stopped):
+            callbacks, self._on_room = self._on_room, []
+            for callback in callbacks:
+                callback()
 
     async def revoked(self, revoked: set[Any]) -> None:
         self._chunks.clear()
         self._count = 0
-        self._room.set()
+        self._room()
         self._on_revoked()
         while self._unsettled and not self._stopped:
             self._settled.clear()
@@ -100,8 +116,7 @@ class BulkIntake:
             taken.append(chunk)
             left -= len(chunk.records)
         self._count -= most - left
-        if self._count < self._limit:
-            self._room.set()
+        self._room()
         return taken
 
     def begin(self) -> None:
@@ -117,5 +132,5 @@ class BulkIntake:
     def stop(self) -> None:
         """The worker is shutting down (nothing more is acknowledged): release every waiter."""
         self._stopped = True
-        self._room.set()
+        self._room()
         self._settled.set()

@@ -5,6 +5,9 @@ same call with the same result: verdicts, storm signals, no alert. A third run w
 one signature alert naming 3 distinct runs. A fourth run of the same agent loops on a *different* call: the
 agent storm fires (4 runs of that agent with generic_repeat verdicts) but no second signature alert (that loop
 is in one run only). The metrics count both, by kind and detector.
+
+A worker started on a backlog (a storm first, then many quiet events) alerts the storm while it is still
+working through the backlog: the storm agents' topics do not wait for the events topic's intake.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import orjson
 import pytest
 
 from schemas.fleet_alert import FleetAlert
+from streams.kafka.admin import create_topics
+from tests.support.kafka import TopicReader
 from tests.support.worker import (
     Names,
     WorkerProcess,
@@ -144,3 +149,69 @@ def test_a_storm_fires_for_n_runs_and_not_for_n_minus_one(storm_worker: tuple[st
     assert metric(m, "loopwatch_fleet_alerts_total") == 2
     assert metric(m, "loopwatch_storm_skipped_records_total") == 0
     worker.assert_no_errors()
+
+
+BACKLOG = 40_000  # quiet events behind the storm: seconds of work for one worker
+
+
+def quiet_run(run: int, calls: int, ts: int) -> list[dict[str, Any]]:
+    """Distinct calls, each with its own result: applied, no verdict."""
+    base = {"gateway_id": f"quiet-gw-{run % 7}", "agent_id": "quiet", "session_id": f"q-{run}", "run_id": f"q-{run}"}
+    events: list[dict[str, Any]] = []
+    for i in range(calls // 2):
+        call = {**base, "call_id": f"q{run}-{i}", "ts": ts + i, "tool": "read", "args": {"path": f"/srv/{run}/{i}"}}
+        events.append({**call, "type": "tool_call", "event_id": f"q{run}-call-{i}"})
+        result = {"content": [{"type": "text", "text": f"contents of {run}/{i}"}]}
+        events.append({**call, "type": "tool_result", "event_id": f"q{run}-result-{i}", "result": result})
+    return events
+
+
+def storm_runs_on_every_partition(partitions: int, per_partition: int) -> list[int]:
+    """Run numbers whose events land ``per_partition`` on each events partition (the producer's partitioner):
+    whichever partition the worker reads first starts with a storm."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    choose = DefaultPartitioner()
+    every = list(range(partitions))
+    picked: dict[int, list[int]] = {p: [] for p in every}
+    run = 0
+    while any(len(runs) < per_partition for runs in picked.values()):
+        run += 1
+        runs = picked[choose(f"run-{run}".encode(), every, every)]
+        if len(runs) < per_partition:
+            runs.append(run)
+    return sorted(r for runs in picked.values() for r in runs)
+
+
+def test_a_storm_is_alerted_while_the_worker_is_still_draining_a_backlog(
+    broker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The events topic's bulk intake fills with the first fetch; the fetch loop must go on serving the
+    verdicts and storm-signals topics meanwhile. When it waited for room instead, the storm agents saw the
+    first verdicts only once the whole first fetch was applied: here, after the whole backlog."""
+    bootstrap = bootstrap_of(broker)
+    workdir: Path = tmp_path_factory.mktemp("storm-backlog")
+    names = new_names("storm-backlog")
+    create_topics(bootstrap, {names.events: names.partitions})
+    ts = window_middle_ms()
+    same = {"command": "npm test", "result": "Error: registry unreachable"}
+    storm = [e for run in storm_runs_on_every_partition(names.partitions, 3) for e in looping_run(run, **same, ts=ts)]
+    quiet = [event for run in range(BACKLOG // 100) for event in quiet_run(run, 100, ts)]
+    produce(bootstrap, names.events, keyed([*storm, *quiet]))
+    total = len(storm) + len(quiet)
+    extra = ["--storm-runs", "3", "--storm-agent-runs", "0", "--storm-window", str(WINDOW), "--log-level", "warn"]
+    worker = WorkerProcess(bootstrap, names, workdir, config=write_config(workdir, CONFIG), extra=extra).start()
+    try:
+        with TopicReader(bootstrap, names.fleet_alerts, names.partitions) as reader:
+            deadline = time.monotonic() + 120
+            while not reader.records and time.monotonic() < deadline:
+                assert worker.alive(), worker.log()[-3000:]
+                reader.poll(0.05)
+            assert reader.records, "no fleet alert within 120 s"
+            applied_at_alert = metric(worker.metrics(), "loopwatch_events_total")
+        wait_for(lambda: metric(worker.metrics(), "loopwatch_events_total") >= total, 120, "the whole backlog")
+        assert applied_at_alert < total / 2, f"alerted only after {applied_at_alert:.0f} of {total} events"
+        assert len(alerts(bootstrap, names)) == 1
+        worker.assert_no_errors()
+    finally:
+        worker.stop()

@@ -213,9 +213,15 @@ class Sink:
     def __init__(self) -> None:
         self.runs: list[tuple[int, list[int], int]] = []  # (partition, offsets, epoch)
         self.revocations: list[set[TP]] = []
+        self.full = False
+        self.callbacks: list[Any] = []
 
-    async def put(self, tp: Any, records: Any, generation: int | None, epoch: int) -> None:
+    def put(self, tp: Any, records: Any, generation: int | None, epoch: int) -> bool:
         self.runs.append((tp.partition, [r.offset for r in records], epoch))
+        return not self.full
+
+    def when_room(self, callback: Any) -> None:
+        self.callbacks.append(callback)
 
     async def revoked(self, revoked: set[Any]) -> None:
         self.revocations.append(set(revoked))
@@ -355,3 +361,108 @@ def test_the_embedded_worker_consumer_waits_at_most_fetch_max_wait_ms_per_fetch(
 
     consumer = asyncio.run(created())
     assert consumer._fetch_max_wait_ms == FETCH_MAX_WAIT_MS < 1500
+
+
+class Aiokafka:
+    """The consumer thread's aiokafka consumer, as far as pausing goes; its loop runs calls at once."""
+
+    def __init__(self, assigned: set[Any]) -> None:
+        self.assigned = assigned
+        self.paused: set[Any] = set()
+        self.thread_loop = self
+
+    def assignment(self) -> set[Any]:
+        return self.assigned
+
+    def pause(self, tp: Any) -> None:
+        self.paused.add(tp)
+
+    def resume(self, tp: Any) -> None:
+        self.paused.discard(tp)
+
+    def call_soon_threadsafe(self, callback: Any) -> None:
+        callback()
+
+
+def throttling_consumer(batches: list[list[int]]) -> tuple[CompatConsumer, Sink, Aiokafka]:
+    from aiokafka import TopicPartition
+
+    consumer, sink, _ = bulk_consumer(batches)
+    aio = Aiokafka({TopicPartition(tp.topic, tp.partition) for tp in EVENTS + CHANGELOG})
+    thread = cast(Any, consumer._thread)
+    thread._consumer = aio
+    thread.thread_loop = aio
+    return consumer, sink, aio
+
+
+def test_a_full_sink_pauses_its_topic_in_aiokafka_without_holding_up_the_fetch_loop() -> None:
+    """The fetch loop returns at once (the storm agents' topics and standby changelogs keep flowing); the bulk
+    topic is not fetched until the sink calls back, and then only where Faust has not paused it meanwhile."""
+    from aiokafka import TopicPartition
+
+    consumer, sink, aio = throttling_consumer([[5, 6], [7, 8]])
+    sink.full = True
+    delivered(consumer, 1)
+    ev0, ev1 = (TopicPartition("ev", p) for p in (0, 1))
+    assert aio.paused == {ev0, ev1} and len(sink.callbacks) == 1
+    delivered(consumer, 1)  # a fetch already under way: taken, and no second callback
+    assert [offsets for _, offsets, _ in sink.runs] == [[5, 6], [7, 8]] and len(sink.callbacks) == 1
+    consumer.resume_partitions([EVENTS[0]])  # Faust resuming a partition does not lift the throttle
+    assert aio.paused == {ev0, ev1}
+    consumer.pause_partitions([EVENTS[1]])  # Faust pauses one meanwhile (a rebalance begins)
+    sink.callbacks.pop()()
+    assert aio.paused == {ev1}  # only Faust's pause is left
+
+
+def test_a_new_assignment_forgets_the_throttle() -> None:
+    consumer, sink, aio = throttling_consumer([[5, 6]])
+    sink.full = True
+    delivered(consumer, 1)
+    assert aio.paused
+    consumer._on_partitions_assigned = _no_op  # type: ignore[assignment]
+    run(consumer.on_partitions_assigned(set(EVENTS)))
+    consumer.resume_partitions(CHANGELOG)
+    consumer.resume_flow()
+    aio.paused.clear()  # aiokafka's new assignment starts unpaused
+    consumer.pause_partitions(EVENTS)
+    consumer.resume_partitions(EVENTS)
+    run(consumer.perform_seek())
+    consumer.resume_flow()
+    assert aio.paused == set()  # Faust's resume after the seek is not held back by the old throttle
+
+
+async def _no_op(*args: Any) -> None:
+    return None
+
+
+def test_aiokafka_drops_what_it_fetched_for_a_paused_partition_without_moving_past_it() -> None:
+    """What the throttle rests on (aiokafka's ``FetchResult.check_assignment``): records fetched before a pause
+    are neither returned nor consumed, so the first fetch after the resume starts at the next record to deliver.
+    Were aiokafka to move past them, the gapless check above would see the jump and re-read."""
+    from aiokafka import TopicPartition
+    from aiokafka.consumer.fetcher import FetchResult
+    from aiokafka.consumer.subscription_state import SubscriptionState
+
+    async def scenario() -> None:  # aiokafka builds its futures on the running loop
+        tp = TopicPartition("ev", 0)
+        subscription = SubscriptionState()
+        subscription.assign_from_user({tp})
+        assignment = subscription.subscription.assignment
+        state = assignment.state_value(tp)
+        state.seek(5)
+
+        class Fetched:
+            next_fetch_offset = 5
+
+            def __iter__(self) -> Any:
+                return iter([record(EVENTS[0], o) for o in (5, 6, 7)])
+
+        result = FetchResult(tp, assignment=assignment, partition_records=Fetched(), backoff=0.1)
+        state.pause()
+        assert result.getall() == [] and not result.has_more()
+        assert state.position == 5
+        state.resume()
+        again = FetchResult(tp, assignment=assignment, partition_records=Fetched(), backoff=0.1)
+        assert [r.offset for r in again.getall()] == [5, 6, 7]
+
+    run(scenario())

@@ -16,43 +16,54 @@ def run(coro: object) -> object:
 
 
 def test_take_returns_at_most_the_batch_and_splits_the_last_chunk() -> None:
-    async def scenario() -> list[list[int]]:
-        intake = BulkIntake(100, on_revoked=lambda: None)
-        await intake.put(TP0, [1, 2, 3], 7, 0)
-        await intake.put(TP0, [4, 5, 6], 7, 0)
-        first = intake.take(4)
-        rest = intake.take(10)
-        assert intake.waiting() == 0
-        return [list(c.records) for c in first + rest]
-
-    assert run(scenario()) == [[1, 2, 3], [4], [5, 6]]
+    intake = BulkIntake(100, on_revoked=lambda: None)
+    intake.put(TP0, [1, 2, 3], 7, 0)
+    intake.put(TP0, [4, 5, 6], 7, 0)
+    first = intake.take(4)
+    rest = intake.take(10)
+    assert intake.waiting() == 0
+    assert [list(c.records) for c in first + rest] == [[1, 2, 3], [4], [5, 6]]
 
 
-def test_the_fetch_loop_waits_for_room() -> None:
+def test_a_full_intake_takes_the_run_says_full_and_calls_back_once_below_its_limit() -> None:
+    """The fetch loop never waits here (it also serves the storm topics): it learns the intake is full and is
+    called back when there is room."""
+    log: list[str] = []
+    intake = BulkIntake(4, on_revoked=lambda: None)
+    assert intake.put(TP0, [1, 2], 7, 0)
+    assert not intake.put(TP0, [3, 4, 5], 7, 0)  # taken anyway: 5 records queued
+    assert intake.waiting() == 5
+    intake.when_room(lambda: log.append("room"))
+    intake.take(1)
+    assert log == []  # 4 queued: still at the limit
+    intake.take(1)
+    assert log == ["room"]
+    intake.take(3)
+    assert log == ["room"]  # once per registration
+    intake.when_room(lambda: log.append("room at once"))
+    assert log == ["room", "room at once"]
+
+
+def test_a_revocation_or_a_stop_releases_the_callbacks() -> None:
     async def scenario() -> list[str]:
-        intake = BulkIntake(2, on_revoked=lambda: None)
         log: list[str] = []
-        await intake.put(TP0, [1, 2], 7, 0)
-
-        async def put() -> None:
-            await intake.put(TP0, [3], 7, 0)
-            log.append("put")
-
-        task = asyncio.ensure_future(put())
-        await asyncio.sleep(0.01)
-        log.append("full")
-        intake.take(2)
-        await asyncio.wait_for(task, 1)
+        intake = BulkIntake(2, on_revoked=lambda: None)
+        intake.put(TP0, [1, 2, 3], 7, 0)
+        intake.when_room(lambda: log.append("after revocation"))
+        await intake.revoked({TP0})
+        intake.put(TP0, [4, 5], 7, 1)
+        intake.when_room(lambda: log.append("after stop"))
+        intake.stop()
         return log
 
-    assert run(scenario()) == ["full", "put"]
+    assert run(scenario()) == ["after revocation", "after stop"]
 
 
 def test_a_revocation_drops_the_queue_and_waits_for_begun_batches() -> None:
     async def scenario() -> list[str]:
         log: list[str] = []
         intake = BulkIntake(100, on_revoked=lambda: log.append("forgot offsets"))
-        await intake.put(TP0, [1, 2], 7, 0)
+        intake.put(TP0, [1, 2], 7, 0)
         intake.take(1)
         intake.begin()  # a batch in flight
         revoking = asyncio.ensure_future(intake.revoked({TP0}))
