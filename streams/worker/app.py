@@ -82,6 +82,10 @@ _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event process
 _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
 _MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
 _MAX_IN_FLIGHT = 8
+# Records the bulk intake holds before the events partitions stop being fetched: at least 4 batches, and enough
+# work (about half a second) to cover the fetch that follows the resume, which re-reads what aiokafka dropped
+# when they were paused (about 0.25 s on the embedded broker while the worker is busy).
+_INTAKE_MIN = 8000
 _MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
 _STEP_LINGER = 0.2  # seconds a store step may wait for more batches while the processor is behind
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
@@ -136,7 +140,7 @@ class LoopwatchWorker:
         self._lag_partitions: set[int] = set()
         self._offsets = OffsetTracker()
         self._sources: dict[int, Any] = {}  # partition -> stand-in current event (bulk delivery)
-        self._intake = BulkIntake(settings.max_batch * 4, on_revoked=self._offsets.forget)
+        self._intake = BulkIntake(max(settings.max_batch * 4, _INTAKE_MIN), on_revoked=self._offsets.forget)
         self._expiry = expiry.ExpiryIndex()
         self._expiry_partitions: set[int] = set()
         self._sweeps = 0
@@ -442,6 +446,10 @@ class LoopwatchWorker:
                 flight.positions = positions
                 flight.epoch = epoch
                 await pending.put(flight)
+                # Nothing above waits while records are queued, so without this the processor would run batch
+                # after batch until ``pending`` is full: the fetch loop (the storm agents' topics), the
+                # producer's sender and the acker get the loop between batches instead.
+                await asyncio.sleep(0)
         finally:
             acker.cancel()
 
