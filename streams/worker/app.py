@@ -9,9 +9,10 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
 2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
    the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
    Per run it reads the state once and computes the new one (kept, decoded, in a pending overlay until
-   stored), then it *sends* the batch's verdicts and dead letters and moves on to the next batch;
-3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts and dead
-   letters, it writes the batch's states to the table and sends their changelog records (each "as" the run's
+   stored), then it *sends* the batch's verdicts, their storm signals (:mod:`streams.worker.storms`) and
+   its dead letters and moves on to the next batch;
+3. *acker*, batch after batch in order: once the broker confirmed all of a batch's verdicts, signals and
+   dead letters, it writes the batch's states to the table and sends their changelog records (each "as" the run's
    own source event, so the RocksDB partition database and the changelog partition are the source partition's:
    co-partitioning); its *confirmer*, in the same order, waits until those are confirmed too, then
    acknowledges the batch's events (bulk: reports each partition's position to the consumer, which Faust's
@@ -447,7 +448,7 @@ class LoopwatchWorker:
                 flight.epoch = epoch
                 await pending.put(flight)
                 # Nothing above waits while records are queued, so without this the processor would run batch
-                # after batch until ``pending`` is full: the fetch loop (the storm agents' topics), the
+                # after batch until ``pending`` is full: the fetch loop (the storm-count agent's topic), the
                 # producer's sender and the acker get the loop between batches instead.
                 await asyncio.sleep(0)
         finally:
@@ -563,6 +564,14 @@ class LoopwatchWorker:
             dead_topic = self.settings.dead_letter_topic
             futures = [await send(verdicts, p.key, p.value, None, None, None) for p in publications]
             futures += [await send(dead_topic, d.key, d.value, None, None, None) for d in plan.dead_letters]
+            if publications and self.storms.config.enabled:  # confirmed with the verdicts, before any commit
+                signals_topic = self.storms.signals_topic_name
+                signals_of = self.storms.signals_of
+                written = now_ms / 1000
+                for p in publications:
+                    if p.verdict is not None:
+                        for key, value in signals_of(p.verdict, written):
+                            futures.append(await send(signals_topic, key, value, None, None, None))
         return _InFlight(
             size=len(records),
             sent=asyncio.gather(*futures),

@@ -97,7 +97,7 @@ class WorkerMetrics:
         )
         self.storm_skipped = Counter(
             "loopwatch_storm_skipped_records",
-            "Records on the verdicts or storm-signal topics the storm counter could not read",
+            "Records on the storm-signal topic the storm counter could not read",
             registry=r,
         )
         self._init_loop_cost(r)

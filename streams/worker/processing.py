@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 
-from schemas import Event, ModelUsageEvent, SourceRef
+from schemas import Event, ModelUsageEvent, SourceRef, Verdict
 from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
@@ -60,6 +60,7 @@ class Publication:
     detector: str
     event_ts_ms: float | None = None
     cost: LoopCost | None = None
+    verdict: Verdict | None = None  # the record's model: the worker re-keys it into storm signals
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +264,9 @@ class RunProcessor:
                         cost=cost,
                     )
                     value = orjson.dumps(verdict.model_dump(mode="json"))
-                    publications.append(Publication(key, value, decision.decision, decision.detector, ts_ms, cost))
+                    publications.append(
+                        Publication(key, value, decision.decision, decision.detector, ts_ms, cost, verdict)
+                    )
         run: StoredRun | None = None
         if state is not None:  # always the case: the group is not empty
             run = StoredRun(partition, last_offset, now_ms, state, usage.runs.get(scope))
