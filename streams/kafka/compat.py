@@ -52,10 +52,10 @@ Faust's commit loop commits that position. Every revocation bumps a delivery epo
 sink's batches in flight (:meth:`BulkSink.revoked`); a position reported for an older epoch, or beyond what
 was delivered, is refused (an invariant check, logged). The fetch loop never waits for a sink: once a sink is
 full, its topic's partitions are paused in aiokafka until the sink has room, so the loop keeps serving the other
-topics. Whether fetched records are handed over is decided per
-partition at hand-over (no revocation under way, partitions positioned, partition active), because a fetch can
-outlast a whole rebalance; records not handed over while positioned are sought back at once, since aiokafka's
-position already moved past them and no later seek may come.
+topics. Whether fetched records are handed over is decided per partition at hand-over (no revocation under
+way, partitions positioned, partition active), because a fetch can outlast a whole rebalance; records not
+handed over while positioned are sought back at once, since aiokafka's position already moved past them and no
+later seek may come.
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->

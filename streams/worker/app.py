@@ -565,7 +565,7 @@ class LoopwatchWorker:
             futures = [await send(verdicts, p.key, p.value, None, None, None) for p in publications]
             futures += [await send(dead_topic, d.key, d.value, None, None, None) for d in plan.dead_letters]
             if publications and self.storms.config.enabled:  # confirmed with the verdicts, before any commit
-                signals_topic = self.storms.signals_topic_name
+                signals_topic = self.settings.storm_signals_topic
                 signals_of = self.storms.signals_of
                 written = now_ms / 1000
                 for p in publications:

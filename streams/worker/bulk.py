@@ -6,9 +6,8 @@ records here instead of passing every record through Faust's message, event and 
 worker's processor takes up to a batch of records at a time. Batches grow with load, and memory does not:
 once the queue holds its limit, :meth:`BulkIntake.put` says so and the consumer stops fetching the topic (pauses
 its partitions in aiokafka) until :meth:`BulkIntake.when_room` calls back, so it holds at most its limit plus
-one fetch. The fetch loop itself never waits
-here, so the other topics it serves (the storm agents' verdicts and signals, standby changelogs) keep flowing
-while the worker works through a backlog.
+one fetch. The fetch loop itself never waits here, so the other topics it serves (the storm-count agent's
+signals, standby changelogs) keep flowing while the worker works through a backlog.
 
 Revocation is the delicate part: a batch taken before the partitions move on must never be started after,
 and one already started must be stored and its position reported before the next owner may begin. So
@@ -66,10 +65,8 @@ class BulkIntake:
 
     def when_room(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, as soon as the queue is below its limit again (now, if it is)."""
-        if self._count < self._limit or self._stopped:
-            callback()
-        else:
-            self._on_room.append(callback)
+        self._on_room.append(callback)
+        self._room()
 
     def _room(self) -> None:
         if self._on_room and (self._count < self._limit or self._stopped):

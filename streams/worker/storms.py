@@ -47,7 +47,6 @@ class StormWatch:
         self._ts = 0.0  # event time of the signal being counted (the window clock)
         n = settings.partitions
         window = self.config.window_seconds
-        self.signals_topic_name = settings.storm_signals_topic
         self.signals_topic = raw_topic(app, settings.storm_signals_topic, n)
         self.alerts_topic = raw_topic(app, settings.fleet_alerts_topic, n)
         table = app.Table(
@@ -70,8 +69,6 @@ class StormWatch:
 
     def signals_of(self, verdict: Verdict, written_seconds: float) -> list[tuple[bytes, bytes]]:
         """The signal records (key, value) of a verdict the worker publishes at ``written_seconds``."""
-        if not self.config.enabled:
-            return []
         return [(s.key.encode(), s.to_bytes()) for s in signals_of(verdict, written_seconds, self.config)]
 
     # --- count: signals -> windows -> alerts -------------------------------------------------------------
