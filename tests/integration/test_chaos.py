@@ -13,7 +13,7 @@ being SIGKILLed, the broker SIGSTOPped for 5-10 s and continued. Afterwards:
 - no worker logged a skipped delivery (:mod:`streams.worker.offsets`) or a gap; a worker that exits by
   itself is restarted (as an orchestrator would) and reported.
 
-``LOOPWATCH_CHAOS_SEEDS`` (default 10) sets how many seeds run, ``LOOPWATCH_CHAOS_FIRST_SEED`` the first, and
+``LOOPWATCH_CHAOS_SEEDS`` (default 8) sets how many seeds run, ``LOOPWATCH_CHAOS_FIRST_SEED`` the first, and
 ``LOOPWATCH_CHAOS_ROUNDS`` (default 1) how many rounds of disturbances each seed's (longer) stream gets,
 ``LOOPWATCH_CHAOS_PARALLEL`` (default 4) how many seeds run at once. Every third seed runs the workers with
 ``--delivery stream``, the others with the default bulk delivery; ``LOOPWATCH_CHAOS_DELIVERY`` (bulk or stream)
@@ -65,7 +65,7 @@ from tests.support.worker import (
 
 pytestmark = pytest.mark.integration
 
-SEEDS = int(os.environ.get("LOOPWATCH_CHAOS_SEEDS", "10"))
+SEEDS = int(os.environ.get("LOOPWATCH_CHAOS_SEEDS", "8"))
 FIRST_SEED = int(os.environ.get("LOOPWATCH_CHAOS_FIRST_SEED", "1"))
 ROUNDS = int(os.environ.get("LOOPWATCH_CHAOS_ROUNDS", "1"))  # disturbance rounds per seed (the stream grows too)
 PARALLEL = int(os.environ.get("LOOPWATCH_CHAOS_PARALLEL", "4"))  # seeds at once, each with its own broker
@@ -106,8 +106,10 @@ def _valid(key: bytes | None, value: bytes | None) -> bool:
 class Chaos:
     """The seeded schedule of membership changes and the broker freeze, run against live processes."""
 
-    def __init__(self, seed: int, broker: EmbeddedBroker, names: Names, workdir: Path, config: Path) -> None:
-        self.rng = random.Random(seed * 7919)
+    def __init__(
+        self, seed: int, broker: EmbeddedBroker, names: Names, workdir: Path, config: Path, attempt: int = 0
+    ) -> None:
+        self.rng = random.Random(seed * 7919 + attempt)  # another attempt: the same kinds of change, other times
         self.delivery = delivery_of(seed)
         self.standby = standby_of(seed)
         self.broker = broker
@@ -365,15 +367,20 @@ def wedged_group(bootstrap: str, group: str) -> str | None:
     return None
 
 
-def run_seed(seed: int, workdir: Path) -> str:
-    """One seed on a broker of its own; returns a summary, raises AssertionError with the schedule if it fails."""
+def run_seed(seed: int, workdir: Path, attempt: int = 0) -> str:
+    """One seed on a broker of its own; returns a summary, raises AssertionError with the schedule if it fails.
+
+    ``attempt`` > 0 keeps the seed's traffic, delivery and standby setting and draws the disturbances' times
+    anew: the broker's wedge (:class:`GroupWedged`) depends on their timing, and the same times wedged it
+    twice in a row on a slower machine, which left the seed unchecked.
+    """
     workdir.mkdir(parents=True)
     broker = EmbeddedBroker(log_path=workdir / "tansu.log")
     broker.start()
     names = new_names(f"chaos{seed}")
     config = write_config(workdir)
     records = stream(seed)
-    chaos = Chaos(seed, broker, names, workdir, config)
+    chaos = Chaos(seed, broker, names, workdir, config, attempt)
     try:
         for worker in [chaos.start("w1"), chaos.start("w2")]:
             worker.wait_ready()
@@ -404,7 +411,7 @@ def run_seed(seed: int, workdir: Path) -> str:
         broker.stop()
 
 
-@pytest.mark.timeout(150 * ROUNDS * math.ceil(SEEDS / PARALLEL) + 120)
+@pytest.mark.timeout(150 * ROUNDS * (math.ceil(SEEDS / PARALLEL) + 1) + 120)  # + 1: a re-run after a wedge
 def test_chaos(tmp_path: Path) -> None:
     seeds = range(FIRST_SEED, FIRST_SEED + SEEDS)
     with ThreadPoolExecutor(PARALLEL, thread_name_prefix="chaos") as pool:
@@ -415,9 +422,10 @@ def test_chaos(tmp_path: Path) -> None:
             try:
                 print(f"seed {seed}: {run.result()}")
             except GroupWedged as exc:
-                # The same schedule once more on a fresh broker: a worker defect fails it again.
+                # Once more on a fresh broker, the same kinds of change at other times: a worker defect fails
+                # it again; a second wedge fails the test too.
                 print(f"seed {seed}: the embedded broker's group never formed again ({exc}); re-run:")
-                print(f"seed {seed}: {run_seed(seed, tmp_path / f'seed-{seed}-again')}")
+                print(f"seed {seed}: {run_seed(seed, tmp_path / f'seed-{seed}-again', attempt=1)}")
         except AssertionError as exc:
             print(f"seed {seed}: FAILED {exc}")
             failures.append(f"seed {seed}: {exc}")
