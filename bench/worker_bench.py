@@ -6,7 +6,8 @@ Three systems process the same realistic fleet traffic (:mod:`streams.simulate`,
 (a) the loopwatch worker (``loopwatch worker``, a subprocess) with ``--delivery bulk`` (records taken in bulk
     from the consumer's fetch loop) and, for comparison in the same run, the same backlog written in small
     producer batches (one or two events each, as gateways send them when not busy) and the earlier
-    ``--delivery stream`` (one Faust event per record); the ratios are of the bulk run;
+    ``--delivery stream`` (one Faust event per record), and with fleet storms off (what counting them costs:
+    the signals sent with the verdicts, the storm-count agent reading them); the ratios are of the bulk run;
 (b) a textbook Faust agent: per event one table get, one table set and an awaited ``send`` per published
     verdict, same decoding, core and state codec (``worker_bench.py textbook-worker``, a subprocess);
 (c) a raw aiokafka loop without Faust: ``getmany`` -> the worker's batch processing with a dict store ->
@@ -343,10 +344,11 @@ def run_worker(
     delivery: str = "bulk",
     batch_bytes: int = LARGE_BATCHES,
     label: str | None = None,
+    extra: Sequence[str] = (),
 ) -> Result:
     """(a): one worker drains a backlog produced before it started (in producer batches of ``batch_bytes``)."""
     span = produce(bootstrap, f"{prefix}.events", records, partitions, batch_bytes)
-    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir, delivery=delivery)
+    proc, port = start_worker(bootstrap, prefix, partitions, store, workdir, delivery=delivery, extra=extra)
 
     async def run() -> Result:
         watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
@@ -829,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--variants", default="raw,prehashed", help="comma-separated: raw, prehashed")
     parser.add_argument(
-        "--skip", default="", help="comma-separated parts to leave out: small, stream, b, c, group, latency"
+        "--skip", default="", help="comma-separated parts to leave out: small, storms, stream, b, c, group, latency"
     )
     args = parser.parse_args(argv)
     if args.command == "textbook-worker":
@@ -884,6 +886,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  (a) small producer batches: {small.mean_batch:.0f} events per batch on average")  # type: ignore[attr-defined]
                 column["(a) backlog in small producer batches (1–2 events each)"] = (
                     f"{small.rate:,.0f} events/s, {small.cpu_per_event_us:.0f} µs CPU/event"
+                )
+            if "storms" not in skip:
+                # What the fleet-storm count costs: the signals the worker sends with its verdicts and the
+                # storm-count agent that reads them one Faust event at a time.
+                calm = run_worker(
+                    boot, f"q-{variant}", records, args.partitions, args.store, workdir,
+                    label="(a) bulk, fleet storms off", extra=("--storm-runs", "0", "--storm-agent-runs", "0"),
+                )  # fmt: skip
+                print(calm.line())
+                column["(a) with fleet storms off (--storm-runs 0 --storm-agent-runs 0)"] = (
+                    f"{calm.rate:,.0f} events/s, {calm.cpu_per_event_us:.0f} µs CPU/event"
                 )
             if "stream" not in skip:
                 old = run_worker(boot, f"s-{variant}", records, args.partitions, args.store, workdir, "stream")
