@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -74,12 +75,44 @@ def resolve_tansu_binary() -> str:
     return path
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LISTEN_PORTS_FLOOR = 20000
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux's default when unreadable)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    return 32768
+
+
 def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that was free a moment ago (callers must tolerate the small reuse race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port that was free a moment ago, chosen below the kernel's ephemeral range.
+
+    A port from ``bind(0)`` lies inside that range, so while a child process starts up (seconds for a
+    worker), any outgoing connection on the machine (a Kafka client's, say) may take it and the child's
+    bind fails. Below the range only explicit binds compete, and this process never hands a port out twice.
+    """
+    ceiling = _ephemeral_floor()
+    candidates = random.sample(range(_LISTEN_PORTS_FLOOR, ceiling), k=min(200, max(0, ceiling - _LISTEN_PORTS_FLOOR)))
+    with _handed_out_lock:
+        for port in candidates:
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # a crowded range: any free port
+            sock.bind((host, 0))
+            fallback: int = sock.getsockname()[1]
+            _handed_out.add(fallback)
+            return fallback
 
 
 def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:

@@ -10,7 +10,6 @@ import atexit
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
+
+from streams.devbroker import free_port
 
 __all__ = [
     "REPO_ROOT",
@@ -38,14 +39,6 @@ T = TypeVar("T")
 _registry: dict[int, subprocess.Popen[bytes]] = {}
 _log_files: dict[int, IO[bytes]] = {}
 _lock = threading.Lock()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(
