@@ -419,6 +419,26 @@ class BulkSink(Protocol):
         """A revocation starts: drop what was not started and return once nothing taken is still in flight."""
 
 
+# What Faust's recovery keeps per standby partition, read and moved on by CompatConsumer._apply_standbys.
+_RECOVERY_BOOKKEEPING = ("standby_tps", "active_tps", "standby_offsets", "buffers", "tp_to_table")
+
+
+class _ChangelogRecord:
+    """A fetched changelog record in the shape a Faust store's ``apply_changelog_batch`` reads: an event whose
+    ``message`` has the partition, offset and raw key and value (tables here are keyed and valued in bytes)."""
+
+    __slots__ = ("key", "message", "offset", "partition", "topic", "tp", "value")
+
+    def __init__(self, tp: Any, record: Any) -> None:
+        self.tp = tp
+        self.topic = tp.topic
+        self.partition = tp.partition
+        self.offset = record.offset
+        self.key = record.key
+        self.value = record.value
+        self.message = self
+
+
 class CompatConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`, with remedies 3 and 4: stream
     partitions are held from the moment Faust resumes them until they are positioned and the flow resumes, and
@@ -436,6 +456,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._revoking = False
         self._bulk_positions: dict[Any, int] = {}  # durably processed up to here, not committed yet
         self._throttled: dict[str, set[Any]] = {}  # bulk topic -> partitions paused in aiokafka: its sink is full
+        self._bulk_standbys = False  # standby changelog records written to the store per fetch (see below)
 
     @property
     def compat_options(self) -> CompatOptions:
@@ -613,6 +634,8 @@ class CompatConsumer(faust_aiokafka.Consumer):
 
     async def _wait_next_records(self, timeout: float) -> Any:
         records, active = await super()._wait_next_records(timeout)
+        if records and self._bulk_standbys:
+            records = self._apply_standbys(records)
         if not records or not self._bulk or not any(tp.topic in self._bulk for tp in records):
             return records, active
         rest = {tp: recs for tp, recs in records.items() if tp.topic not in self._bulk}
@@ -648,6 +671,64 @@ class CompatConsumer(faust_aiokafka.Consumer):
         for tp in dropped:
             await self._reread_dropped(tp)
         return rest, active
+
+    # --- standby changelogs in bulk ------------------------------------------------------------------------
+
+    def apply_standbys_in_bulk(self) -> bool:
+        """Write standby changelog records to their table's store one fetch at a time, as Faust's recovery does
+        in its buffered batches, instead of one Faust message, event and queue round trip per record. Refused
+        (False, logged) if Faust's recovery no longer keeps the bookkeeping this reads and moves on."""
+        recovery: Any = cast(Any, self.app.tables).recovery
+        missing = [name for name in _RECOVERY_BOOKKEEPING if not hasattr(recovery, name)]
+        if missing:
+            log.warning("standby changelogs stay on Faust's path: its recovery has no %s", ", ".join(missing))
+            return False
+        self._bulk_standbys = True
+        return True
+
+    def _apply_standbys(self, records: Mapping[Any, list[Any]]) -> Mapping[Any, list[Any]]:
+        """Apply the fetched records of standby partitions, return the rest for Faust.
+
+        What Faust's recovery (``Recovery._slurp_changelogs``) does with a standby record, done per fetch: only
+        partitions its current rebalance made standby (never an active one), only records past the offset it
+        last applied, in offset order, through the table's own ``apply_changelog_batch`` (which also records
+        the persisted offset a later recovery starts from), and its offset bookkeeping moved on, so a record of
+        the same partition still queued on Faust's path is skipped as already seen. Faust's buffered records
+        are applied first, so nothing older lands after. Only a fetch that continues exactly after the last
+        applied offset is taken, so no record the client dropped (a stale fetch around a seek) can be skipped
+        over; any other (the first after a seek past compacted records, or while Faust's queue still holds
+        some) stays on Faust's path, as do all records while a revocation is under way, the flow is stopped or
+        Faust has the partition paused.
+        """
+        recovery: Any = cast(Any, self.app.tables).recovery
+        standby = recovery.standby_tps
+        if not standby or not self._handing_over():
+            return records
+        live_active = self._get_active_partitions()
+        mine = [tp for tp in records if tp in standby and tp not in recovery.active_tps and tp in live_active]
+        if not mine:
+            return records
+        rest = dict(records)
+        offsets = recovery.standby_offsets
+        for tp in mine:
+            table = recovery.tp_to_table.get(tp)
+            seen = offsets.get(tp)
+            fetched = rest[tp]
+            if table is None or seen is None or not fetched or fetched[-1].offset <= seen:
+                continue
+            start = 0
+            while fetched[start].offset <= seen:
+                start += 1
+            if fetched[start].offset != seen + 1:
+                continue  # not known to continue what was applied: Faust's path decides
+            buffered = recovery.buffers.get(table)
+            if buffered:
+                table.apply_changelog_batch(buffered)
+                buffered.clear()
+            table.apply_changelog_batch([_ChangelogRecord(tp, rec) for rec in fetched[start:]])
+            offsets[tp] = fetched[-1].offset
+            del rest[tp]
+        return rest
 
     def _throttle(self, topic: str, live_active: Iterable[Any]) -> None:
         """``topic``'s sink is full: stop fetching its partitions (aiokafka pause) until the sink has room.

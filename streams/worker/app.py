@@ -188,7 +188,9 @@ class LoopwatchWorker:
         app.on_partitions_assigned.connect(self._store_changed_behind)
         self.storms = StormWatch(app, settings, metrics)
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
-            cast(CompatConsumer, app.consumer).deliver_in_bulk(settings.events_topic, self._intake)
+            consumer = cast(CompatConsumer, app.consumer)
+            consumer.deliver_in_bulk(settings.events_topic, self._intake)
+            consumer.apply_standbys_in_bulk()  # a peer's changelog, one store write per fetch
 
     # --- topics ------------------------------------------------------------------------------------------
 

@@ -466,3 +466,87 @@ def test_aiokafka_drops_what_it_fetched_for_a_paused_partition_without_moving_pa
         assert [r.offset for r in again.getall()] == [5, 6, 7]
 
     run(scenario())
+
+
+# --- standby changelogs in bulk --------------------------------------------------------------------------------
+
+STANDBY = CHANGELOG[1]
+
+
+def changelog_record(tp: TP, offset: int, key: bytes, value: bytes | None) -> Any:
+    from aiokafka.structs import ConsumerRecord
+
+    return ConsumerRecord(tp.topic, tp.partition, offset, 0, 0, key, value, None, 1, 1, [])
+
+
+def standby_consumer(
+    fetches: list[dict[TP, list[tuple[int, bytes, bytes | None]]]], *, seen: int
+) -> tuple[CompatConsumer, Any, Any]:
+    """Faust's real recovery bookkeeping with ``STANDBY`` as the standby partition, applied up to ``seen``."""
+    consumer, _ = consumer_of()
+    assert consumer.apply_standbys_in_bulk()
+    recovery: Any = cast(Any, consumer.app.tables).recovery
+    table = consumer.app.tables["runs"]
+    recovery.add_active(table, CHANGELOG[0])
+    recovery.add_standby(table, STANDBY)
+    recovery.standby_offsets[STANDBY] = seen
+    pending = list(fetches)
+
+    async def _fetch(active: Any, timeout: float) -> Any:
+        if not pending:
+            return {}
+        return {tp: [changelog_record(tp, *rec) for rec in recs] for tp, recs in pending.pop(0).items()}
+
+    consumer._thread.getmany = _fetch  # type: ignore[method-assign]
+    consumer.assignment = lambda: set(EVENTS + CHANGELOG)  # type: ignore[method-assign]
+    consumer.highwater = lambda tp: 1000  # type: ignore[method-assign]
+    consumer._seek = _no_op  # type: ignore[method-assign]
+    positioned(consumer)
+    return consumer, recovery, table
+
+
+def test_standby_records_continuing_the_applied_offset_are_written_in_one_step_not_through_faust() -> None:
+    fetch = {STANDBY: [(3, b"a", b"old"), (5, b"a", b"a5"), (6, b"b", b"b6"), (7, b"b", None)]}
+    consumer, recovery, table = standby_consumer([fetch], seen=4)
+    assert delivered(consumer, 1) == []  # none became a Faust message
+    assert dict(table.data.items()) == {b"a": b"a5"}  # 3 was applied before; b written, then deleted
+    assert recovery.standby_offsets[STANDBY] == 7
+
+
+def test_a_standby_fetch_that_does_not_continue_the_applied_offset_stays_on_faust_path() -> None:
+    """A gap after the applied offset may be records the client dropped: Faust's own path decides."""
+    consumer, recovery, table = standby_consumer([{STANDBY: [(6, b"a", b"a6")]}], seen=4)
+    assert delivered(consumer, 1) == [6]
+    assert dict(table.data.items()) == {}
+    assert recovery.standby_offsets[STANDBY] == 4
+
+
+def test_active_and_paused_changelog_partitions_stay_on_faust_path() -> None:
+    consumer, recovery, table = standby_consumer(
+        [{CHANGELOG[0]: [(0, b"a", b"a0")]}, {STANDBY: [(5, b"b", b"b5")]}], seen=4
+    )
+    consumer.pause_partitions([STANDBY])
+    assert delivered(consumer, 2) == [0]  # the active one is Faust's recovery's; the paused one Faust drops
+    assert dict(table.data.items()) == {}
+    assert recovery.standby_offsets[STANDBY] == 4
+
+
+def test_records_faust_buffered_for_the_table_are_applied_before_newer_ones() -> None:
+    consumer, recovery, table = standby_consumer([{STANDBY: [(5, b"a", b"new")]}], seen=4)
+
+    class Buffered:  # an event of Faust's standby buffer, not yet written
+        key = b"a"
+        value = b"older"
+        message = changelog_record(STANDBY, 4, b"a", b"older")
+
+    recovery.buffers[table].append(Buffered())
+    delivered(consumer, 1)
+    assert dict(table.data.items()) == {b"a": b"new"}
+    assert recovery.buffers[table] == []
+
+
+def test_standbys_stay_on_faust_path_if_its_recovery_bookkeeping_changes() -> None:
+    consumer, _ = consumer_of()
+    recovery: Any = cast(Any, consumer.app.tables).recovery
+    del recovery.standby_offsets
+    assert not consumer.apply_standbys_in_bulk()
