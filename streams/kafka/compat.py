@@ -419,6 +419,14 @@ class BulkSink(Protocol):
         """A revocation starts: drop what was not started and return once nothing taken is still in flight."""
 
 
+def _raw_store(table: Any) -> bool:
+    """Whether the table's store writes a changelog record's raw bytes (RocksDB). Faust's in-memory store keeps
+    keys and values as the table's serializers decode them, which only Faust's own path does."""
+    from faust.stores.rocksdb import Store as RocksDBStore
+
+    return isinstance(table.data, RocksDBStore)
+
+
 # What Faust's recovery keeps per standby partition, read and moved on by CompatConsumer._apply_standbys.
 _RECOVERY_BOOKKEEPING = ("standby_tps", "active_tps", "standby_offsets", "buffers", "tp_to_table")
 
@@ -698,7 +706,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         applied offset is taken, so no record the client dropped (a stale fetch around a seek) can be skipped
         over; any other (the first after a seek past compacted records, or while Faust's queue still holds
         some) stays on Faust's path, as do all records while a revocation is under way, the flow is stopped or
-        Faust has the partition paused.
+        Faust has the partition paused, and the records of tables kept in memory (their keys are decoded).
         """
         recovery: Any = cast(Any, self.app.tables).recovery
         standby = recovery.standby_tps
@@ -714,7 +722,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             table = recovery.tp_to_table.get(tp)
             seen = offsets.get(tp)
             fetched = rest[tp]
-            if table is None or seen is None or not fetched or fetched[-1].offset <= seen:
+            if table is None or seen is None or not fetched or fetched[-1].offset <= seen or not _raw_store(table):
                 continue
             start = 0
             while fetched[start].offset <= seen:

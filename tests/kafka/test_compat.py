@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import faust
 from faust.types import TP
 
-from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for
+from streams.kafka.compat import CompatConsumer, _ChangelogRecord, apply_kafka_compat, faust_settings_for
 
 EVENTS = [TP("ev", 0), TP("ev", 1)]
 CHANGELOG = [TP("t-hold-runs-changelog", 0), TP("t-hold-runs-changelog", 1)]
 
 
-def consumer_of(*, hold: bool = True) -> tuple[CompatConsumer, list[str]]:
-    app = faust.App("t-hold", **faust_settings_for("127.0.0.1:1", embedded=True), store="memory://")
+def consumer_of(*, hold: bool = True, datadir: Path | None = None) -> tuple[CompatConsumer, list[str]]:
+    """Faust's real consumer; its tables in memory, or in RocksDB under ``datadir``."""
+    store = {"store": "memory://"} if datadir is None else {"store": "rocksdb://", "datadir": str(datadir)}
+    app = faust.App("t-hold", **faust_settings_for("127.0.0.1:1", embedded=True), **store)
     apply_kafka_compat(app, hold_until_seek=hold)
     app.Table("runs", partitions=2)
     consumer = app.consumer
@@ -480,10 +483,10 @@ def changelog_record(tp: TP, offset: int, key: bytes, value: bytes | None) -> An
 
 
 def standby_consumer(
-    fetches: list[dict[TP, list[tuple[int, bytes, bytes | None]]]], *, seen: int
+    fetches: list[dict[TP, list[tuple[int, bytes, bytes | None]]]], *, seen: int, datadir: Path | None
 ) -> tuple[CompatConsumer, Any, Any]:
     """Faust's real recovery bookkeeping with ``STANDBY`` as the standby partition, applied up to ``seen``."""
-    consumer, _ = consumer_of()
+    consumer, _ = consumer_of(datadir=datadir)
     assert consumer.apply_standbys_in_bulk()
     recovery: Any = cast(Any, consumer.app.tables).recovery
     table = consumer.app.tables["runs"]
@@ -505,43 +508,55 @@ def standby_consumer(
     return consumer, recovery, table
 
 
-def test_standby_records_continuing_the_applied_offset_are_written_in_one_step_not_through_faust() -> None:
+def standby_copy(table: Any) -> dict[bytes, bytes]:
+    """The RocksDB copy of the standby partition (the store's own iteration covers active partitions only)."""
+    db = table.data._db_for_partition(STANDBY.partition)
+    return {bytes(k): bytes(v) for k, v in db.items() if k != table.data.offset_key}
+
+
+def test_standby_records_continuing_the_applied_offset_are_written_in_one_step_not_through_faust(
+    tmp_path: Path,
+) -> None:
     fetch = {STANDBY: [(3, b"a", b"old"), (5, b"a", b"a5"), (6, b"b", b"b6"), (7, b"b", None)]}
-    consumer, recovery, table = standby_consumer([fetch], seen=4)
+    consumer, recovery, table = standby_consumer([fetch], seen=4, datadir=tmp_path)
     assert delivered(consumer, 1) == []  # none became a Faust message
-    assert dict(table.data.items()) == {b"a": b"a5"}  # 3 was applied before; b written, then deleted
+    assert standby_copy(table) == {b"a": b"a5"}  # 3 was applied before; b written, then deleted
     assert recovery.standby_offsets[STANDBY] == 7
+    assert table.data.persisted_offset(STANDBY) == 7  # where a takeover's recovery starts
 
 
-def test_a_standby_fetch_that_does_not_continue_the_applied_offset_stays_on_faust_path() -> None:
-    """A gap after the applied offset may be records the client dropped: Faust's own path decides."""
-    consumer, recovery, table = standby_consumer([{STANDBY: [(6, b"a", b"a6")]}], seen=4)
-    assert delivered(consumer, 1) == [6]
-    assert dict(table.data.items()) == {}
+def test_standby_records_of_tables_in_memory_stay_on_faust_path() -> None:
+    """Faust's memory store keeps keys as the table's serializer decodes them: only its own path does that."""
+    consumer, recovery, _ = standby_consumer([{STANDBY: [(5, b"a", b"a5")]}], seen=4, datadir=None)
+    assert delivered(consumer, 1) == [5]
     assert recovery.standby_offsets[STANDBY] == 4
 
 
-def test_active_and_paused_changelog_partitions_stay_on_faust_path() -> None:
+def test_a_standby_fetch_that_does_not_continue_the_applied_offset_stays_on_faust_path(tmp_path: Path) -> None:
+    """A gap after the applied offset may be records the client dropped: Faust's own path decides."""
+    consumer, recovery, table = standby_consumer([{STANDBY: [(6, b"a", b"a6")]}], seen=4, datadir=tmp_path)
+    assert delivered(consumer, 1) == [6]
+    assert standby_copy(table) == {}
+    assert recovery.standby_offsets[STANDBY] == 4
+
+
+def test_active_and_paused_changelog_partitions_stay_on_faust_path(tmp_path: Path) -> None:
     consumer, recovery, table = standby_consumer(
-        [{CHANGELOG[0]: [(0, b"a", b"a0")]}, {STANDBY: [(5, b"b", b"b5")]}], seen=4
+        [{CHANGELOG[0]: [(0, b"a", b"a0")]}, {STANDBY: [(5, b"b", b"b5")]}], seen=4, datadir=tmp_path
     )
     consumer.pause_partitions([STANDBY])
     assert delivered(consumer, 2) == [0]  # the active one is Faust's recovery's; the paused one Faust drops
-    assert dict(table.data.items()) == {}
+    assert standby_copy(table) == {}
     assert recovery.standby_offsets[STANDBY] == 4
 
 
-def test_records_faust_buffered_for_the_table_are_applied_before_newer_ones() -> None:
-    consumer, recovery, table = standby_consumer([{STANDBY: [(5, b"a", b"new")]}], seen=4)
+def test_records_faust_buffered_for_the_table_are_applied_before_newer_ones(tmp_path: Path) -> None:
+    consumer, recovery, table = standby_consumer([{STANDBY: [(5, b"a", b"new")]}], seen=4, datadir=tmp_path)
 
-    class Buffered:  # an event of Faust's standby buffer, not yet written
-        key = b"a"
-        value = b"older"
-        message = changelog_record(STANDBY, 4, b"a", b"older")
-
-    recovery.buffers[table].append(Buffered())
+    buffered = _ChangelogRecord(STANDBY, changelog_record(STANDBY, 4, b"a", b"older"))  # in Faust's buffer
+    recovery.buffers[table].append(buffered)
     delivered(consumer, 1)
-    assert dict(table.data.items()) == {b"a": b"new"}
+    assert standby_copy(table) == {b"a": b"new"}
     assert recovery.buffers[table] == []
 
 
