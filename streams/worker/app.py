@@ -17,9 +17,9 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    co-partitioning); its *confirmer*, in the same order, waits until those are confirmed too, then
    acknowledges the batch's events (bulk: reports each partition's position to the consumer, which Faust's
    commit loop commits). The two stages overlap one batch's changelog round trip with the next one's verdicts.
-   Batches already processed behind the first, and while the processor is behind those it finishes within
-   a short linger, are stored in the same step, each run encoded and written once with its newest state, as
-   one larger batch would be: a worker that falls behind writes fewer states per event.
+   A store step gathers the batches processed within a short window (bulk delivery; stream delivery only
+   while the processor is behind) and writes each run once, encoded once, with its newest state, as one
+   larger batch would: a run touched by several batches costs one state write per step, not one per batch.
 
 Why this order is correct on any Kafka, without transactions: Faust commits only acknowledged offsets, so an
 event is never committed before its state, verdicts and dead letter are durable. A stored state is written
@@ -87,8 +87,8 @@ _MAX_IN_FLIGHT = 8
 # work (about half a second) to cover the fetch that follows the resume, which re-reads what aiokafka dropped
 # when they were paused (about 0.25 s on the embedded broker while the worker is busy).
 _INTAKE_MIN = 8000
-_MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
-_STEP_LINGER = 0.2  # seconds a store step may wait for more batches while the processor is behind
+_MAX_STEP = 16  # processed batches stored together, each run once (see LoopwatchWorker._ack)
+_STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 
 
@@ -116,6 +116,7 @@ class _InFlight:
     positions: dict[Any, int] = field(default_factory=dict)  # bulk delivery: partition -> next offset
     epoch: int = 0  # bulk delivery: the consumer's delivery epoch the batch was taken in
     now_ms: int = 0  # processing time of the batch: its states' last_seen_ms
+    confirmed_at: float = 0.0  # wall time its verdicts were confirmed (the latency metric ends there)
 
 
 class LoopwatchWorker:
@@ -243,7 +244,8 @@ class LoopwatchWorker:
             for event in flight.events:
                 await manual.ack(event)
 
-        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda: not events.empty()))
+        # Revocations wait for unacknowledged events here: a step gathers only while the processor is behind.
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda _: not events.empty()))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
         last_size = 0
@@ -334,32 +336,32 @@ class LoopwatchWorker:
         self,
         pending: asyncio.Queue[_InFlight],
         acknowledge: Callable[[_InFlight], Awaitable[None]],
-        behind: Callable[[], bool],
+        gather: Callable[[_InFlight], bool],
     ) -> None:
         """Per store step, in order: verdicts confirmed -> states stored, changelog sent. The confirmer then, in
         order: changelog confirmed -> each batch acknowledged. Two stages, so one step's changelog round trip
         overlaps the next step's verdict round trip instead of adding to it.
 
         A step takes the batches already waiting behind the first (up to ``_MAX_STEP``) and stores each run once,
-        with its newest state, as one larger batch would have: a worker that falls behind writes fewer states
-        per event instead of more. While the processor is ``behind`` (records wait for it), a step also waits
-        up to ``_STEP_LINGER`` for the batches still to come: the verdicts are sent already, only the states
-        and the commit wait, and a run that several of the step's batches touched is encoded and written once.
-        A batch is still acknowledged only after every state it computed is stored (its own, or a newer one of
-        the same run), in batch order. A revocation stops the waiting within ``_STEP_POLL`` (it empties the
-        intake, so the processor is no longer behind), and so does a shutdown: the embedded broker's group
-        that never forms again (docs/embedded-broker.md) is sensitive to when a stopping worker leaves.
+        with its newest state, as one larger batch would have. While ``gather(first)`` holds, it also waits up
+        to ``_STEP_WINDOW`` after the first batch for the batches still to come: the verdicts are sent already,
+        only the states and the commit wait, and a run that several of the step's batches touched is encoded
+        and written once. Live traffic touches most active runs in every batch, so this is what keeps its state
+        writes per event near a drain's. A batch is still acknowledged only after every state it computed is
+        stored (its own, or a newer one of the same run), in batch order. A revocation stops the waiting within
+        ``_STEP_POLL`` (``gather`` no longer holds), and so does a shutdown: the embedded broker's group that
+        never forms again (docs/embedded-broker.md) is sensitive to when a stopping worker leaves.
         """
         stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
         try:
             while True:
                 flights = [await pending.get()]
-                until = time.monotonic() + _STEP_LINGER
+                until = time.monotonic() + _STEP_WINDOW
                 while len(flights) < _MAX_STEP:
                     if not pending.empty():
                         flights.append(pending.get_nowait())
-                    elif behind() and not self.app.should_stop and time.monotonic() < until:
+                    elif gather(flights[0]) and not self.app.should_stop and time.monotonic() < until:
                         await asyncio.sleep(_STEP_POLL)  # a stopping worker stores at once: it leaves sooner
                     else:
                         break
@@ -413,7 +415,8 @@ class LoopwatchWorker:
                 consumer.advance(tp, offset, flight.epoch)
             intake.settle()
 
-        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda: intake.waiting() > 0))
+        # A step gathers until a revocation (a new delivery epoch) or its window ends.
+        acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda first: consumer.bulk_epoch == first.epoch))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
         last_size = 0
@@ -574,7 +577,7 @@ class LoopwatchWorker:
                     if p.verdict is not None:
                         for key, value in signals_of(p.verdict, written):
                             futures.append(await send(signals_topic, key, value, None, None, None))
-        return _InFlight(
+        flight = _InFlight(
             size=len(records),
             sent=asyncio.gather(*futures),
             writes=writes,
@@ -586,10 +589,12 @@ class LoopwatchWorker:
             next_offsets=next_offsets,
             now_ms=now_ms,
         )
+        flight.sent.add_done_callback(partial(_note_confirmed, flight))
+        return flight
 
     def _count(self, flight: _InFlight) -> None:
         """Metrics of a confirmed batch."""
-        confirmed = time.time()
+        confirmed = flight.confirmed_at or time.time()
         metrics = self.metrics
         for event_type in flight.applied_types:
             metrics.count_event(event_type)
@@ -810,6 +815,10 @@ async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> in
                 raise
             await asyncio.sleep(1.0)
     raise AssertionError("unreachable")
+
+
+def _note_confirmed(flight: _InFlight, _: Any) -> None:
+    flight.confirmed_at = time.time()
 
 
 def _exit_now(exc: BaseException) -> None:
