@@ -87,7 +87,7 @@ _MAX_IN_FLIGHT = 8
 # work (about half a second) to cover the fetch that follows the resume, which re-reads what aiokafka dropped
 # when they were paused (about 0.25 s on the embedded broker while the worker is busy).
 _INTAKE_MIN = 8000
-_MAX_STEP = 16  # processed batches stored together, each run once (see LoopwatchWorker._ack)
+_MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
 _STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 

@@ -306,7 +306,7 @@ def run_incarnation(
 ) -> None:
     """One worker life, as streams.worker.app runs it: pipelined batches from the committed offset, a
     pending overlay of computed (unencoded) states, verdicts confirmed in order, store steps that write the
-    newest state of each run over 1-16 confirmed batches once, then changelog confirmed -> acknowledged. Maybe
+    newest state of each run over 1-4 confirmed batches once, then changelog confirmed -> acknowledged. Maybe
     a crash, with partial delivery of whatever was unconfirmed."""
     processor = RunProcessor(CONFIG, cache_size=rng.choice([0, 3, 100]))
     position = cluster.committed
@@ -335,7 +335,7 @@ def run_incarnation(
             ready = 0
             while ready < len(flights) and flights[ready].confirmed:
                 ready += 1
-            taken = flights[: rng.randint(1, min(16, ready))]
+            taken = flights[: rng.randint(1, min(4, ready))]
             del flights[: len(taken)]
             writes = []
             for (key, run, _, _), _ in newest_states((NOW, flight.writes) for flight in taken).values():
@@ -366,7 +366,7 @@ def run_incarnation(
         flights.append(flight)
         position = flight.end
         processed += len(batch)
-        while (flights or steps) and (len(flights) > 15 or rng.random() < 0.6):
+        while (flights or steps) and (len(flights) > 3 or rng.random() < 0.6):
             advance()
         if rng.random() < 0.3:
             cluster.committed = acked  # Faust commits acknowledged offsets now and then
