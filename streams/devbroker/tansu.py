@@ -98,21 +98,18 @@ def free_port(host: str = LOCALHOST) -> int:
     ceiling = _ephemeral_floor()
     candidates = random.sample(range(_LISTEN_PORTS_FLOOR, ceiling), k=min(200, max(0, ceiling - _LISTEN_PORTS_FLOOR)))
     with _handed_out_lock:
-        for port in candidates:
-            if port in _handed_out:
+        for wanted in (*candidates, 0):  # 0 last: a crowded range, any free port
+            if wanted in _handed_out:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
-                    sock.bind((host, port))
+                    sock.bind((host, wanted))
                 except OSError:
                     continue
+                port: int = sock.getsockname()[1]
             _handed_out.add(port)
             return port
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # a crowded range: any free port
-            sock.bind((host, 0))
-            fallback: int = sock.getsockname()[1]
-            _handed_out.add(fallback)
-            return fallback
+    raise OSError(f"no free TCP port on {host}")
 
 
 def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:

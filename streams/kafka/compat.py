@@ -421,7 +421,8 @@ class BulkSink(Protocol):
 
 def _raw_store(table: Any) -> bool:
     """Whether the table's store writes a changelog record's raw bytes (RocksDB). Faust's in-memory store keeps
-    keys and values as the table's serializers decode them, which only Faust's own path does."""
+    keys and values as the table's serializers decode them, which only Faust's own path does. Imported here:
+    the RocksDB binding costs every command that loads this module about 0.2 s."""
     from faust.stores.rocksdb import Store as RocksDBStore
 
     return isinstance(table.data, RocksDBStore)
@@ -435,11 +436,10 @@ class _ChangelogRecord:
     """A fetched changelog record in the shape a Faust store's ``apply_changelog_batch`` reads: an event whose
     ``message`` has the partition, offset and raw key and value (tables here are keyed and valued in bytes)."""
 
-    __slots__ = ("key", "message", "offset", "partition", "topic", "tp", "value")
+    __slots__ = ("key", "message", "offset", "partition", "tp", "value")
 
     def __init__(self, tp: Any, record: Any) -> None:
         self.tp = tp
-        self.topic = tp.topic
         self.partition = tp.partition
         self.offset = record.offset
         self.key = record.key
