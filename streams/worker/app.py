@@ -87,7 +87,7 @@ _MAX_IN_FLIGHT = 8
 # work (about half a second) to cover the fetch that follows the resume, which re-reads what aiokafka dropped
 # when they were paused (about 0.25 s on the embedded broker while the worker is busy).
 _INTAKE_MIN = 8000
-_MAX_STEP = 4  # processed batches stored together, each run once (see LoopwatchWorker._ack)
+_STEP_BATCHES = 4  # a store step holds up to this many full batches' events, each run stored once (see _ack)
 _STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 
@@ -342,8 +342,9 @@ class LoopwatchWorker:
         order: changelog confirmed -> each batch acknowledged. Two stages, so one step's changelog round trip
         overlaps the next step's verdict round trip instead of adding to it.
 
-        A step takes the batches already waiting behind the first (up to ``_MAX_STEP``) and stores each run once,
-        with its newest state, as one larger batch would have. While ``gather(first)`` holds, it also waits up
+        A step takes the batches already waiting behind the first, up to ``_STEP_BATCHES`` full batches' events
+        (a drain's 4 batches; more of live traffic's smaller ones), and stores each run once, with its newest
+        state, as one larger batch would have. While ``gather(first)`` holds, it also waits up
         to ``_STEP_WINDOW`` after the first batch for the batches still to come: the verdicts are sent already,
         only the states and the commit wait, and a run that several of the step's batches touched is encoded
         and written once. Live traffic touches most active runs in every batch, so this is what keeps its state
@@ -353,14 +354,17 @@ class LoopwatchWorker:
         never forms again (docs/embedded-broker.md) is sensitive to when a stopping worker leaves.
         """
         stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+        step_events = _STEP_BATCHES * self.settings.max_batch
         confirmer = asyncio.ensure_future(self._confirm(stored, acknowledge))
         try:
             while True:
                 flights = [await pending.get()]
+                events = flights[0].size
                 until = time.monotonic() + _STEP_WINDOW
-                while len(flights) < _MAX_STEP:
+                while events < step_events:
                     if not pending.empty():
                         flights.append(pending.get_nowait())
+                        events += flights[-1].size
                     elif gather(flights[0]) and not self.app.should_stop and time.monotonic() < until:
                         await asyncio.sleep(_STEP_POLL)  # a stopping worker stores at once: it leaves sooner
                     else:
