@@ -99,7 +99,27 @@ LARGE_BATCHES = 256 * 1024
 SMALL_BATCHES = 1200
 
 
-def mean_batch(after: str, before: str | None = None) -> float:
+def histogram_quantile(after: dict[str, float], before: dict[str, float], name: str, q: float) -> float:
+    """The ``q`` quantile of histogram ``name`` between two scrapes, interpolated in its bucket as Prometheus
+    does (so only as fine as the buckets: 25, 50, 100, 250 ms around the targets)."""
+    buckets = sorted(
+        (float(key.split('le="', 1)[1].split('"', 1)[0]), value - before.get(key, 0.0))
+        for key, value in after.items()
+        if key.startswith(name + "_bucket{")
+    )
+    if not buckets or buckets[-1][1] <= 0:
+        return float("nan")
+    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
+    return lower
+
+
+def mean_batch(after: dict[str, float], before: dict[str, float] | None = None) -> float:
     """Events per worker batch between two ``/metrics`` scrapes (from the start without ``before``)."""
     count = metric(after, "loopwatch_batch_events_count")
     total = metric(after, "loopwatch_batch_events_sum")
@@ -449,6 +469,7 @@ class LatencyRun(NamedTuple):
     samples: dict[str, list[float]]
     cpu_us: float  # the worker's CPU per event over the traffic
     batch: float  # its mean batch over the traffic
+    wait: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_batch_wait_seconds over the traffic
     cores: dict[str, float]  # cores used over the traffic by the worker, the broker and this benchmark process
     events: int  # events of the traffic
 
@@ -597,7 +618,11 @@ def latency_run(
             samples = breakdown(events, verdicts, watch.writes)
             cores = {name: cpu / wall for name, cpu in used.items()}
             cpu_us = used["worker"] / len(traffic) * 1e6
-            return LatencyRun(samples, cpu_us, mean_batch(after, before), cores, len(traffic))
+            wait = (
+                1000 * histogram_quantile(after, before, "loopwatch_batch_wait_seconds", 0.5),
+                1000 * histogram_quantile(after, before, "loopwatch_batch_wait_seconds", 0.99),
+            )
+            return LatencyRun(samples, cpu_us, mean_batch(after, before), wait, cores, len(traffic))
 
         return asyncio.run(run())
     finally:
@@ -979,7 +1004,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples, cpu_us, batch, cores, events = latency_run(
+                samples, cpu_us, batch, wait, cores, events = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
                     broker.pid,
                 )  # fmt: skip
@@ -1010,6 +1035,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tops = {name: samples.get(f"top_{name}", []) for name in ("ack", "worker", "store")}
                 made_of = ", ".join(f"{name} {statistics.fmean(v):.0f} ms" for name, v in tops.items() if v)
                 print(f"    the p99 verdicts (slowest 1 %) are made of, on average: {made_of}")
+                waited = f"{wait[0]:.0f} / {wait[1]:.0f} ms"
+                print(f"    of the worker's part, before processing (batch wait histogram) p50 / p99: {waited}")
                 verdict = samples.get("verdict", [])
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
@@ -1020,6 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column[f"at {at}: cores used by " + ", ".join(cores)] = ", ".join(f"{v:.2f}" for v in cores.values())
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
+                column[f"at {at}: batch wait p50 / p99 (its oldest record's age when the worker starts it)"] = waited
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")
     variants = list(table)
     rows = list(dict.fromkeys(row for col in table.values() for row in col))

@@ -270,6 +270,7 @@ class LoopwatchWorker:
                         break
                     batch.append(nxt)
                 last_size = len(batch)
+                self._observe_wait(min(event.message.timestamp for event in batch))
                 try:
                     records = [
                         InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)
@@ -431,8 +432,9 @@ class LoopwatchWorker:
                 if linger > 0 and waiting < max_batch and (waiting > 1 or last_size > 1):
                     await asyncio.sleep(linger)  # as in the stream path: let a growing batch fill
                 epoch = consumer.bulk_epoch
+                taken = intake.take(max_batch)
                 try:
-                    records, positions = await self._admit(consumer, intake.take(max_batch), epoch)
+                    records, positions = await self._admit(consumer, taken, epoch)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -442,6 +444,7 @@ class LoopwatchWorker:
                     continue  # a revocation meanwhile: its next owner (maybe us again) re-reads the records
                 last_size = len(records)
                 intake.begin()  # no await between the epoch check and here: a revocation now waits for it
+                self._observe_wait(min(chunk.records[0].timestamp for chunk in taken) / 1000.0)
                 try:
                     flight = await self._process(records, partial(self._source_of, records))
                 except asyncio.CancelledError:
@@ -595,6 +598,12 @@ class LoopwatchWorker:
         )
         flight.sent.add_done_callback(partial(_note_confirmed, flight))
         return flight
+
+    def _observe_wait(self, oldest: float) -> None:
+        """How long the batch's oldest record (Kafka timestamp ``oldest``, seconds) waited before processing:
+        the part of event -> verdict spent in the broker, the fetch and the worker's queues (docs/metrics.md)."""
+        if oldest > 0:  # a record without a timestamp has -1
+            self.metrics.batch_wait.observe(max(0.0, time.time() - oldest))
 
     def _count(self, flight: _InFlight) -> None:
         """Metrics of a confirmed batch."""

@@ -71,6 +71,12 @@ class WorkerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.batch_wait = Histogram(
+            "loopwatch_batch_wait_seconds",
+            "Age of a batch's oldest record (its Kafka timestamp) when the worker starts applying the batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.active_runs = Gauge("loopwatch_active_runs", "Runs held in this worker's active partitions", registry=r)
         self.state_bytes = Gauge(
             "loopwatch_state_bytes",

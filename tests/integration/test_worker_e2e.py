@@ -312,6 +312,10 @@ def test_metrics_agree_with_outputs(e2e: E2E) -> None:
         assert metric(m, "loopwatch_verdicts_total", decision=decision, detector=detector) == count
     assert metric(m, "loopwatch_verdicts_total") == len(got)
     assert metric(m, "loopwatch_event_to_verdict_seconds_count") == len(got)
+    # every batch's wait before processing is observed once; the records were produced before it began
+    batches = metric(m, "loopwatch_batch_events_count")
+    assert batches > 0 and metric(m, "loopwatch_batch_wait_seconds_count") == batches
+    assert metric(m, "loopwatch_batch_wait_seconds_sum") > 0
     assert metric(m, "loopwatch_invalid_events_total") == len(e2e.bad)
     assert metric(m, "loopwatch_redelivered_events_total") == 0
     runs = {key for key, _ in ((r.key, r) for r in e2e.changelog)}
