@@ -28,9 +28,10 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
   copy of each other's tables and once with ``--standby-replicas 0``;
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
   made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
-  the worker's CPU per event, mean batch and state writes per event at that rate (keeping up costs more than
-  draining a backlog), and the cores the worker, the broker and this process (the load generator, sending
-  5 ms bursts, see :data:`BURST_SECONDS`) used meanwhile;
+  the wait of each batch's oldest record before the worker starts it (``loopwatch_batch_wait_seconds``: the
+  broker, the fetch and the worker's queue), the worker's CPU per event, mean batch and state writes per event
+  at that rate (keeping up costs more than draining a backlog), and the cores the worker, the broker and this
+  process (the load generator, sending 5 ms bursts, see :data:`BURST_SECONDS`) used meanwhile;
 * stored bytes per run (the newest changelog value of every run).
 
 Everything is printed per variant and then side by side in one table. Every throughput run reads a topic
@@ -101,7 +102,7 @@ SMALL_BATCHES = 1200
 
 def histogram_quantile(after: dict[str, float], before: dict[str, float], name: str, q: float) -> float:
     """The ``q`` quantile of histogram ``name`` between two scrapes, interpolated in its bucket as Prometheus
-    does (so only as fine as the buckets: 25, 50, 100, 250 ms around the targets)."""
+    does (so only as fine as the buckets: 20, 30, 50, 75, 100, 150 ms around the targets)."""
     buckets = sorted(
         (float(key.split('le="', 1)[1].split('"', 1)[0]), value - before.get(key, 0.0))
         for key, value in after.items()
@@ -1036,7 +1037,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 made_of = ", ".join(f"{name} {statistics.fmean(v):.0f} ms" for name, v in tops.items() if v)
                 print(f"    the p99 verdicts (slowest 1 %) are made of, on average: {made_of}")
                 waited = f"{wait[0]:.0f} / {wait[1]:.0f} ms"
-                print(f"    of the worker's part, before processing (batch wait histogram) p50 / p99: {waited}")
+                print(f"    batch wait before processing (per batch, its oldest record; histogram) p50 / p99: {waited}")
                 verdict = samples.get("verdict", [])
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
