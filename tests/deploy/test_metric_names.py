@@ -30,6 +30,7 @@ CONTRACT = {
     "loopwatch_duplicate_events_total",
     "loopwatch_redelivered_events_total",
     "loopwatch_event_to_verdict_seconds",
+    "loopwatch_batch_wait_seconds",
     "loopwatch_active_runs",
     "loopwatch_state_bytes",
     "loopwatch_consumer_lag",
@@ -116,8 +117,9 @@ def _worker_like_registry(*, skip: str = "", initialise: bool = True) -> Collect
                 for value in KNOWN_LABEL_VALUES[label]:
                     other = {o: sorted(KNOWN_LABEL_VALUES[o])[0] for o in labels if o != label}
                     counter.labels(**{label: value, **other})
-    if skip != "loopwatch_event_to_verdict_seconds":
-        Histogram("loopwatch_event_to_verdict_seconds", "test", registry=registry)
+    for name in ("loopwatch_event_to_verdict_seconds", "loopwatch_batch_wait_seconds"):
+        if name != skip:
+            Histogram(name, "test", registry=registry)
     for name in ("loopwatch_active_runs", "loopwatch_state_bytes"):
         if name != skip:
             Gauge(name, "test", registry=registry)
