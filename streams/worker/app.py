@@ -275,7 +275,7 @@ class LoopwatchWorker:
                         break
                     batch.append(nxt)
                 last_size = len(batch)
-                self._observe_wait(min(event.message.timestamp for event in batch))
+                self.metrics.observe_batch_wait((event.message.timestamp for event in batch), 1.0, time.time())
                 try:
                     records = [
                         InputRecord(m.topic, m.partition, m.offset, m.key, m.value) for m in (e.message for e in batch)
@@ -449,7 +449,7 @@ class LoopwatchWorker:
                     continue  # a revocation meanwhile: its next owner (maybe us again) re-reads the records
                 last_size = len(records)
                 intake.begin()  # no await between the epoch check and here: a revocation now waits for it
-                self._observe_wait(min(chunk.records[0].timestamp for chunk in taken) / 1000.0)
+                self.metrics.observe_batch_wait((chunk.records[0].timestamp for chunk in taken), 0.001, time.time())
                 try:
                     flight = await self._process(records, partial(self._source_of, records))
                 except asyncio.CancelledError:
@@ -603,12 +603,6 @@ class LoopwatchWorker:
         )
         flight.sent.add_done_callback(partial(_note_confirmed, flight))
         return flight
-
-    def _observe_wait(self, oldest: float) -> None:
-        """How long the batch's oldest record (Kafka timestamp ``oldest``, seconds) waited before processing:
-        the part of event -> verdict spent in the broker, the fetch and the worker's queues (docs/metrics.md)."""
-        if oldest > 0:  # a record without a timestamp has -1
-            self.metrics.batch_wait.observe(max(0.0, time.time() - oldest))
 
     def _count(self, flight: _InFlight) -> None:
         """Metrics of a confirmed batch."""

@@ -10,6 +10,7 @@ The hot path uses pre-resolved children (a dict look-up instead of ``labels()``)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -125,6 +126,13 @@ class WorkerMetrics:
     def count_event(self, event_type: str) -> None:
         child = self.events_by_type.get(event_type)
         (child or self.events.labels(type=event_type)).inc()
+
+    def observe_batch_wait(self, stamps: Iterable[float | None], unit: float, now: float) -> None:
+        """A batch about to be applied waited ``now`` less the oldest of its records' Kafka ``stamps`` (``unit``
+        seconds each). Records without one (None, or -1 from old message formats) are left out."""
+        oldest = min((stamp for stamp in stamps if stamp is not None and stamp > 0), default=None)
+        if oldest is not None:
+            self.batch_wait.observe(max(0.0, now - oldest * unit))
 
     def count_invalid(self, reason: str) -> None:
         child = self.invalid_by_reason.get(reason)

@@ -145,6 +145,18 @@ def test_metrics_are_initialised_with_closed_label_sets() -> None:
     assert 'loopwatch_invalid_events_total{reason="not_json"} 1.0' in text
 
 
+def test_batch_wait_is_the_oldest_stamped_record() -> None:
+    metrics = WorkerMetrics(process=False)
+    metrics.observe_batch_wait([None, -1, 2_000, 1_500], 0.001, now=2.25)  # ms stamps: the oldest waited 0.75 s
+    metrics.observe_batch_wait([None, -1], 0.001, now=2.25)  # no record has a timestamp: nothing observed
+    metrics.observe_batch_wait(iter([3.0]), 1.0, now=2.25)  # a stamp ahead of this clock counts as no wait
+    text = generate_latest(metrics.registry).decode()
+    assert "loopwatch_batch_wait_seconds_count 2.0" in text
+    assert "loopwatch_batch_wait_seconds_sum 0.75" in text
+    assert 'loopwatch_batch_wait_seconds_bucket{le="0.5"} 1.0' in text
+    assert 'loopwatch_batch_wait_seconds_bucket{le="1.0"} 2.0' in text
+
+
 def test_two_metric_sets_do_not_collide() -> None:
     WorkerMetrics(process=False)
     WorkerMetrics(process=False)
