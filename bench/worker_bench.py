@@ -63,6 +63,7 @@ if str(REPO) not in sys.path:
 
 import orjson  # noqa: E402
 
+from bench.soak.stats import histogram_buckets, histogram_quantile  # noqa: E402
 from streams.topics import changelog_topic  # noqa: E402
 from tests.support.procs import sigterm_as_interrupt  # noqa: E402
 from tests.support.worker import metric, scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
@@ -98,26 +99,6 @@ def records_for(events: int, *, hashed: bool, seed: int = 7) -> list[tuple[bytes
 LARGE_BATCHES = 256 * 1024
 #: A producer batch that holds one or two events, as a gateway's producer sends them when it is not busy.
 SMALL_BATCHES = 1200
-
-
-def histogram_quantile(after: dict[str, float], before: dict[str, float], name: str, q: float) -> float:
-    """The ``q`` quantile of histogram ``name`` between two scrapes, interpolated in its bucket as Prometheus
-    does (so only as fine as the buckets: 20, 30, 50, 75, 100, 150 ms around the targets)."""
-    buckets = sorted(
-        (float(key.split('le="', 1)[1].split('"', 1)[0]), value - before.get(key, 0.0))
-        for key, value in after.items()
-        if key.startswith(name + "_bucket{")
-    )
-    if not buckets or buckets[-1][1] <= 0:
-        return float("nan")
-    rank, lower, below = q * buckets[-1][1], 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if bound == float("inf"):
-                return lower
-            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
-        lower, below = bound, count
-    return lower
 
 
 def mean_batch(after: dict[str, float], before: dict[str, float] | None = None) -> float:
@@ -619,11 +600,10 @@ def latency_run(
             samples = breakdown(events, verdicts, watch.writes)
             cores = {name: cpu / wall for name, cpu in used.items()}
             cpu_us = used["worker"] / len(traffic) * 1e6
-            wait = (
-                1000 * histogram_quantile(after, before, "loopwatch_batch_wait_seconds", 0.5),
-                1000 * histogram_quantile(after, before, "loopwatch_batch_wait_seconds", 0.99),
-            )
-            return LatencyRun(samples, cpu_us, mean_batch(after, before), wait, cores, len(traffic))
+            waits = [histogram_buckets(scraped, "loopwatch_batch_wait_seconds") for scraped in (before, after)]
+            # interpolated in its bucket as Prometheus does, so only as fine as the buckets (10-50 ms apart)
+            p50, p99 = (1000 * histogram_quantile(*waits, q, interpolate=True) for q in (0.5, 0.99))
+            return LatencyRun(samples, cpu_us, mean_batch(after, before), (p50, p99), cores, len(traffic))
 
         return asyncio.run(run())
     finally:

@@ -39,17 +39,27 @@ def histogram_buckets(metrics: Mapping[str, float], name: str) -> dict[float, fl
     return out
 
 
-def histogram_quantile(before: Mapping[float, float], after: Mapping[float, float], q: float) -> float:
-    """Upper bound of the bucket holding quantile ``q`` of the observations between two scrapes (NaN if none)."""
+def histogram_quantile(
+    before: Mapping[float, float], after: Mapping[float, float], q: float, *, interpolate: bool = False
+) -> float:
+    """Quantile ``q`` of the observations between two scrapes (NaN if none): the upper bound of the bucket
+    holding it, or with ``interpolate`` a linear estimate inside that bucket, as Prometheus's own function."""
     bounds = sorted(after)
     if not bounds:
         return math.nan
     total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
     if total <= 0:
         return math.nan
+    rank, lower, below = q * total, 0.0, 0.0
     for bound in bounds:
-        if after[bound] - before.get(bound, 0.0) >= q * total:
-            return bound
+        count = after[bound] - before.get(bound, 0.0)
+        if count >= rank:
+            if not interpolate:
+                return bound
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
     return bounds[-1]
 
 

@@ -350,8 +350,8 @@ class LoopwatchWorker:
 
         A step takes the batches already waiting behind the first, up to ``_STEP_BATCHES`` full batches' events
         (a drain's 4 batches; more of live traffic's smaller ones), and stores each run once, with its newest
-        state, as one larger batch would have. While ``gather(first)`` holds, it also waits up
-        to ``_STEP_WINDOW`` after the first batch for the batches still to come: the verdicts are sent already,
+        state, as one larger batch would have. While ``gather(first)`` holds, it also waits up to
+        ``_STEP_WINDOW`` after the first batch for the batches still to come: the verdicts are sent already,
         only the states and the commit wait, and a run that several of the step's batches touched is encoded
         and written once. Live traffic touches most active runs in every batch, so this is what keeps its state
         writes per event near a drain's. A batch is still acknowledged only after every state it computed is
