@@ -60,7 +60,7 @@ from streams.worker.bulk import BulkIntake, Chunk
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.envelope import StoredRun
 from streams.worker.event_context import as_current_event, source_partition
-from streams.worker.metrics import WorkerMetrics
+from streams.worker.metrics import WorkerMetrics, sample_loop_lag
 from streams.worker.offsets import Jump, OffsetTracker, Step
 from streams.worker.processing import (
     DeadLetter,
@@ -185,6 +185,7 @@ class LoopwatchWorker:
         self.changelog_topic = settings.changelog_topic
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
+        app.task(self._sample_loop_lag, traced=False)
         # Faust writes recovered states into the store past the worker: the index is rebuilt after each change.
         app.on_partitions_revoked.connect(self._store_changed_behind)
         app.on_partitions_assigned.connect(self._store_changed_behind)
@@ -636,6 +637,9 @@ class LoopwatchWorker:
             store.set_persisted_offset(TP(self.changelog_topic, partition), offset)
 
     # --- TTL sweep, state gauges and lag -----------------------------------------------------------------
+
+    async def _sample_loop_lag(self) -> None:
+        await sample_loop_lag(self.metrics.loop_lag.observe)
 
     def _make_sweep(self) -> Callable[[], Any]:
         async def sweep() -> None:

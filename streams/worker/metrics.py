@@ -10,7 +10,8 @@ The hot path uses pre-resolved children (a dict look-up instead of ``labels()``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 from typing import Final, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -29,6 +30,11 @@ LATENCY_BUCKETS: Final = (
 WAIT_BUCKETS: Final = (
     0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 )  # fmt: skip
+
+#: The loop is idle or busy for a millisecond at a time; its long blocks (a batch, a store step, a full GC pass)
+#: take 5-50 ms.
+LAG_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_INTERVAL: Final = 0.1  # seconds between the loop-lag samples: 10 wake-ups a second, nothing for a worker
 
 
 class WorkerMetrics:
@@ -80,6 +86,13 @@ class WorkerMetrics:
             "loopwatch_batch_wait_seconds",
             "Age of a batch's oldest record (its Kafka timestamp) when the worker starts applying the batch",
             buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "loopwatch_event_loop_lag_seconds",
+            "How late the worker's event loop woke a timer: how long other work (batches, store steps, fetches, "
+            "garbage collection) held it",
+            buckets=LAG_BUCKETS,
             registry=r,
         )
         self.active_runs = Gauge("loopwatch_active_runs", "Runs held in this worker's active partitions", registry=r)
@@ -182,6 +195,20 @@ class WorkerMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
 
+async def sample_loop_lag(observe: Callable[[float], None], interval: float = LAG_INTERVAL) -> None:
+    """Until cancelled, observe every ``interval`` how much later than asked the running loop woke this task.
+
+    Every record, fetch and send of the worker waits its turn on this one loop, so its lag is what each of them
+    waits for at least: near zero while the worker keeps up easily, the length of its blocks when it is busy.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval
+        await asyncio.sleep(interval)
+        observe(max(0.0, loop.time() - due))
+
+
 __all__ = [
     "WorkerMetrics",
+    "sample_loop_lag",
 ]

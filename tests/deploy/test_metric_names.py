@@ -31,6 +31,7 @@ CONTRACT = {
     "loopwatch_redelivered_events_total",
     "loopwatch_event_to_verdict_seconds",
     "loopwatch_batch_wait_seconds",
+    "loopwatch_event_loop_lag_seconds",
     "loopwatch_active_runs",
     "loopwatch_state_bytes",
     "loopwatch_consumer_lag",
@@ -117,7 +118,11 @@ def _worker_like_registry(*, skip: str = "", initialise: bool = True) -> Collect
                 for value in KNOWN_LABEL_VALUES[label]:
                     other = {o: sorted(KNOWN_LABEL_VALUES[o])[0] for o in labels if o != label}
                     counter.labels(**{label: value, **other})
-    for name in ("loopwatch_event_to_verdict_seconds", "loopwatch_batch_wait_seconds"):
+    for name in (
+        "loopwatch_event_to_verdict_seconds",
+        "loopwatch_batch_wait_seconds",
+        "loopwatch_event_loop_lag_seconds",
+    ):
         if name != skip:
             Histogram(name, "test", registry=registry)
     for name in ("loopwatch_active_runs", "loopwatch_state_bytes"):

@@ -316,6 +316,8 @@ def test_metrics_agree_with_outputs(e2e: E2E) -> None:
     batches = metric(m, "loopwatch_batch_events_count")
     assert batches > 0 and metric(m, "loopwatch_batch_wait_seconds_count") == batches
     assert metric(m, "loopwatch_batch_wait_seconds_sum") > 0
+    # the loop-lag sampler runs for the worker's whole life, ten samples a second
+    assert metric(m, "loopwatch_event_loop_lag_seconds_count") >= 10
     assert metric(m, "loopwatch_invalid_events_total") == len(e2e.bad)
     assert metric(m, "loopwatch_redelivered_events_total") == 0
     runs = {key for key, _ in ((r.key, r) for r in e2e.changelog)}

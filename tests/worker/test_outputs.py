@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import hashlib
+import time
 
 import orjson
 import pytest
@@ -18,7 +20,7 @@ from streams.decode import INVALID_REASONS
 from streams.kafka.client import scope_key_from_raw
 from streams.record_lines import fit, record_line
 from streams.worker.deadletter import DeadLetterPolicy, dead_letter_record, rfc3339_ms
-from streams.worker.metrics import WorkerMetrics
+from streams.worker.metrics import WorkerMetrics, sample_loop_lag
 from streams.worker.processing import InputRecord, plan_batch
 from streams.worker.settings import SettingsError, WorkerSettings
 from tests.worker.support import event
@@ -155,6 +157,22 @@ def test_batch_wait_is_the_oldest_stamped_record() -> None:
     assert "loopwatch_batch_wait_seconds_sum 0.75" in text
     assert 'loopwatch_batch_wait_seconds_bucket{le="0.5"} 1.0' in text
     assert 'loopwatch_batch_wait_seconds_bucket{le="1.0"} 2.0' in text
+
+
+def test_loop_lag_is_how_long_the_loop_was_held() -> None:
+    lags: list[float] = []
+
+    async def scenario() -> None:
+        sampler = asyncio.ensure_future(sample_loop_lag(lags.append, interval=0.01))
+        await asyncio.sleep(0.05)
+        time.sleep(0.15)  # the loop is held: the sampler's timer fires at least 0.14 s late
+        await asyncio.sleep(0.05)
+        sampler.cancel()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert len(lags) >= 3 and min(lags) >= 0
+    assert max(lags) >= 0.14
+    assert sorted(lags)[len(lags) // 2] < 0.1  # the other samples saw the loop free
 
 
 def test_two_metric_sets_do_not_collide() -> None:
