@@ -29,9 +29,11 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
 * event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
   made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
   the wait of each batch's oldest record before the worker starts it (``loopwatch_batch_wait_seconds``: the
-  broker, the fetch and the worker's queue), the worker's CPU per event, mean batch and state writes per event
-  at that rate (keeping up costs more than draining a backlog), and the cores the worker, the broker and this
-  process (the load generator, sending 5 ms bursts, see :data:`BURST_SECONDS`) used meanwhile;
+  broker, the fetch and the worker's queue), the worker's event-loop lag (``loopwatch_event_loop_lag_seconds``:
+  how long its own work held the loop that every fetch hand-over and batch waits on), the worker's CPU per
+  event, mean batch and state writes per event at that rate (keeping up costs more than draining a backlog),
+  and the cores the worker, the broker and this process (the load generator, sending 5 ms bursts, see
+  :data:`BURST_SECONDS`) used meanwhile;
 * stored bytes per run (the newest changelog value of every run).
 
 Everything is printed per variant and then side by side in one table. Every throughput run reads a topic
@@ -452,6 +454,7 @@ class LatencyRun(NamedTuple):
     cpu_us: float  # the worker's CPU per event over the traffic
     batch: float  # its mean batch over the traffic
     wait: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_batch_wait_seconds over the traffic
+    lag: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_event_loop_lag_seconds over the traffic
     cores: dict[str, float]  # cores used over the traffic by the worker, the broker and this benchmark process
     events: int  # events of the traffic
 
@@ -600,14 +603,20 @@ def latency_run(
             samples = breakdown(events, verdicts, watch.writes)
             cores = {name: cpu / wall for name, cpu in used.items()}
             cpu_us = used["worker"] / len(traffic) * 1e6
-            waits = [histogram_buckets(scraped, "loopwatch_batch_wait_seconds") for scraped in (before, after)]
-            # interpolated in its bucket as Prometheus does, so only as fine as the buckets (10-50 ms apart)
-            p50, p99 = (1000 * histogram_quantile(*waits, q, interpolate=True) for q in (0.5, 0.99))
-            return LatencyRun(samples, cpu_us, mean_batch(after, before), (p50, p99), cores, len(traffic))
+            # interpolated in their buckets as Prometheus does, so only as fine as the buckets (5-50 ms apart)
+            wait, lag = (quantiles_ms(before, after, name) for name in ("batch_wait", "event_loop_lag"))
+            return LatencyRun(samples, cpu_us, mean_batch(after, before), wait, lag, cores, len(traffic))
 
         return asyncio.run(run())
     finally:
         stop(proc)
+
+
+def quantiles_ms(before: str, after: str, name: str) -> tuple[float, float]:
+    """p50 and p99 (ms) of the worker's ``loopwatch_<name>_seconds`` histogram between two scrapes."""
+    buckets = [histogram_buckets(scraped, f"loopwatch_{name}_seconds") for scraped in (before, after)]
+    p50, p99 = (1000 * histogram_quantile(*buckets, q, interpolate=True) for q in (0.5, 0.99))
+    return p50, p99
 
 
 def breakdown(
@@ -985,7 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples, cpu_us, batch, wait, cores, events = latency_run(
+                samples, cpu_us, batch, wait, lag, cores, events = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
                     broker.pid,
                 )  # fmt: skip
@@ -1018,6 +1027,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"    the p99 verdicts (slowest 1 %) are made of, on average: {made_of}")
                 waited = f"{wait[0]:.0f} / {wait[1]:.0f} ms"
                 print(f"    batch wait before processing (per batch, its oldest record; histogram) p50 / p99: {waited}")
+                lagged = f"{lag[0]:.1f} / {lag[1]:.0f} ms"
+                print(f"    event-loop lag (how late a timer every 0.1 s woke; histogram) p50 / p99: {lagged}")
                 verdict = samples.get("verdict", [])
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
@@ -1029,6 +1040,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
                 column[f"at {at}: batch wait p50 / p99 (its oldest record's age when the worker starts it)"] = waited
+                column[f"at {at}: event-loop lag p50 / p99 (how late the worker's loop woke a timer)"] = lagged
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")
     variants = list(table)
     rows = list(dict.fromkeys(row for col in table.values() for row in col))
