@@ -603,7 +603,7 @@ def latency_run(
             samples = breakdown(events, verdicts, watch.writes)
             cores = {name: cpu / wall for name, cpu in used.items()}
             cpu_us = used["worker"] / len(traffic) * 1e6
-            # interpolated in their buckets as Prometheus does, so only as fine as the buckets (5-50 ms apart)
+            # interpolated in their buckets as Prometheus does, so only as fine as the buckets
             wait, lag = (quantiles_ms(before, after, name) for name in ("batch_wait", "event_loop_lag"))
             return LatencyRun(samples, cpu_us, mean_batch(after, before), wait, lag, cores, len(traffic))
 
@@ -612,10 +612,11 @@ def latency_run(
         stop(proc)
 
 
-def quantiles_ms(before: str, after: str, name: str) -> tuple[float, float]:
+def quantiles_ms(before: dict[str, float], after: dict[str, float], name: str) -> tuple[float, float]:
     """p50 and p99 (ms) of the worker's ``loopwatch_<name>_seconds`` histogram between two scrapes."""
-    buckets = [histogram_buckets(scraped, f"loopwatch_{name}_seconds") for scraped in (before, after)]
-    p50, p99 = (1000 * histogram_quantile(*buckets, q, interpolate=True) for q in (0.5, 0.99))
+    series = f"loopwatch_{name}_seconds"
+    first, last = histogram_buckets(before, series), histogram_buckets(after, series)
+    p50, p99 = (1000 * histogram_quantile(first, last, q, interpolate=True) for q in (0.5, 0.99))
     return p50, p99
 
 

@@ -89,8 +89,8 @@ _MAX_IN_FLIGHT = 8
 _INTAKE_MIN = 8000
 _STEP_BATCHES = 4  # a store step holds up to this many full batches' events, each run stored once (see _ack)
 _STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
-_GC_YOUNG = 20_000  # allocations between young-generation collections (Python's default is 700; see _run_agent)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
+_GC_YOUNG = 20_000  # allocations between young-generation collections (Python's default is 700; see _run_agent)
 
 
 class _ReaderStopped:
