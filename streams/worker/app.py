@@ -89,6 +89,7 @@ _MAX_IN_FLIGHT = 8
 _INTAKE_MIN = 8000
 _STEP_BATCHES = 4  # a store step holds up to this many full batches' events, each run stored once (see _ack)
 _STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
+_STEP_IDLE = 0.05  # ...but it stops once no batch came for this long: the traffic paused (see _gathering)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 _GC_YOUNG = 20_000  # allocations between young-generation collections (Python's default is 700; see _run_agent)
 
@@ -352,11 +353,12 @@ class LoopwatchWorker:
         A step takes the batches already waiting behind the first, up to ``_STEP_BATCHES`` full batches' events
         (a drain's 4 batches; more of live traffic's smaller ones), and stores each run once, with its newest
         state, as one larger batch would have. While ``gather(first)`` holds, it also waits up to
-        ``_STEP_WINDOW`` after the first batch for the batches still to come: the verdicts are sent already,
-        only the states and the commit wait, and a run that several of the step's batches touched is encoded
-        and written once. Live traffic touches most active runs in every batch, so this is what keeps its state
-        writes per event near a drain's. A batch is still acknowledged only after every state it computed is
-        stored (its own, or a newer one of the same run), in batch order. A revocation stops the waiting within
+        ``_STEP_WINDOW`` after the first batch for the batches still to come, as long as they keep coming
+        (:func:`_gathering`): the verdicts are sent already, only the states and the commit wait, and a run
+        that several of the step's batches touched is encoded and written once. Live traffic touches most
+        active runs in every batch, so this is what keeps its state writes per event near a drain's. A batch is
+        still acknowledged only after every state it computed is stored (its own, or a newer one of the same
+        run), in batch order. A revocation stops the waiting within
         ``_STEP_POLL`` (``gather`` no longer holds), and so does a shutdown: the embedded broker's group that
         never forms again (docs/embedded-broker.md) is sensitive to when a stopping worker leaves.
         """
@@ -367,12 +369,13 @@ class LoopwatchWorker:
             while True:
                 flights = [await pending.get()]
                 events = flights[0].size
-                until = time.monotonic() + _STEP_WINDOW
+                first = last = time.monotonic()
                 while events < step_events:
                     if not pending.empty():
                         flights.append(pending.get_nowait())
                         events += flights[-1].size
-                    elif gather(flights[0]) and not self.app.should_stop and time.monotonic() < until:
+                        last = time.monotonic()
+                    elif gather(flights[0]) and not self.app.should_stop and _gathering(time.monotonic(), first, last):
                         await asyncio.sleep(_STEP_POLL)  # a stopping worker stores at once: it leaves sooner
                     else:
                         break
@@ -835,6 +838,16 @@ async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> in
 
 def _note_confirmed(flight: _InFlight, _: Any) -> None:
     flight.confirmed_at = time.time()
+
+
+def _gathering(now: float, first: float, last: float) -> bool:
+    """Whether a store step whose first batch came at ``first`` and newest at ``last`` still waits at ``now``.
+
+    Within ``_STEP_WINDOW`` of its first batch, and only while batches keep coming: once none came for
+    ``_STEP_IDLE`` the traffic paused, so the step stores at once. Waiting out the window then bought nothing
+    and held the last states of every burst (and its commit) back by up to the whole window.
+    """
+    return now < first + _STEP_WINDOW and now - last < _STEP_IDLE
 
 
 def _exit_now(exc: BaseException) -> None:

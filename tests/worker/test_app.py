@@ -1,0 +1,140 @@
+"""The worker's store steps (streams.worker.app): how long a step gathers processed batches before it stores.
+
+The acker runs for real on a worker built for an unreachable broker; only its clock, its sleeps and the store
+itself are replaced, so the steps' boundaries are exact and independent of the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.config_file import LoadedConfig
+from streams.worker import app as worker_app
+from streams.worker.app import _STEP_IDLE, _STEP_WINDOW, LoopwatchWorker, _gathering, _InFlight
+from streams.worker.metrics import WorkerMetrics
+from streams.worker.settings import WorkerSettings
+
+
+@given(
+    first=st.floats(0, 1e6),
+    since_first=st.floats(0, 2 * _STEP_WINDOW),
+    since_last=st.floats(0, 2 * _STEP_WINDOW),
+)
+def test_a_step_waits_within_its_window_only_while_batches_keep_coming(
+    first: float, since_first: float, since_last: float
+) -> None:
+    since_last = min(since_last, since_first)  # the newest batch came at or after the first
+    now = first + since_first
+    waits = _gathering(now, first, now - since_last)
+    assert waits == (since_first < _STEP_WINDOW and since_last < _STEP_IDLE)
+
+
+class _Clock:
+    """Monotonic time that moves only when the acker sleeps; ``arrivals`` are put in the queue as it passes them."""
+
+    def __init__(self, pending: asyncio.Queue[_InFlight], arrivals: list[float]) -> None:
+        self.now = 0.0
+        self.pending = pending
+        self.arrivals = arrivals
+        self.real_sleep = asyncio.sleep
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.advance(self.now + delay)
+        await self.real_sleep(0)
+
+    def advance(self, to: float) -> None:
+        self.now = to
+        while self.arrivals and self.arrivals[0] <= self.now:
+            self.arrivals.pop(0)
+            self.pending.put_nowait(_flight())
+
+
+class _Patched:
+    """A module as the worker's module sees it, with some attributes replaced (the real module is untouched)."""
+
+    def __init__(self, module: Any, **replaced: Any) -> None:
+        self._module = module
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+
+def _flight() -> _InFlight:
+    sent: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    sent.set_result([])
+    return _InFlight(size=1, sent=sent, writes=[])
+
+
+def _steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrivals: list[float]) -> list[tuple[int, float]]:
+    """(batches, clock time) of each store step the acker takes, for one batch at 0 and the others at
+    ``arrivals``, until every batch is stored."""
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    total = 1 + len(arrivals)
+    steps: list[tuple[int, float]] = []
+
+    async def run() -> None:
+        pending: asyncio.Queue[_InFlight] = asyncio.Queue()
+        clock = _Clock(pending, sorted(arrivals))
+        monkeypatch.setattr(worker_app, "time", _Patched(worker_app.time, monotonic=clock.monotonic))
+        monkeypatch.setattr(worker_app, "asyncio", _Patched(asyncio, sleep=clock.sleep))
+
+        async def store(flights: list[_InFlight]) -> tuple[Any, list[int]]:
+            steps.append((len(flights), clock.now))
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result([])
+            return done, []
+
+        async def acknowledge(_flight: _InFlight) -> None:
+            return None
+
+        monkeypatch.setattr(worker, "_store", store)
+        pending.put_nowait(_flight())
+        acker = asyncio.ensure_future(worker._ack(pending, acknowledge, lambda _first: True))
+        still = 0
+        for _ in range(10_000):  # bounded: the clock moves at least every few turns
+            if sum(n for n, _ in steps) == total or acker.done():
+                break
+            before = clock.now
+            await clock.real_sleep(0)
+            still = still + 1 if clock.now == before else 0
+            if still > 3 and clock.arrivals:  # the acker waits for a batch: time passes until the next one
+                clock.advance(clock.arrivals[0])
+        acker.cancel()
+        await asyncio.gather(acker, return_exceptions=True)
+        monkeypatch.undo()
+
+    asyncio.run(run())
+    assert sum(n for n, _ in steps) == total
+    return steps
+
+
+def test_a_step_after_a_burst_stores_once_the_batches_stop_not_a_window_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = _steps(tmp_path, monkeypatch, arrivals=[0.01, 0.02])
+    assert [n for n, _ in steps] == [3]
+    assert steps[0][1] < 0.02 + _STEP_IDLE + 0.03  # the pause ended it: one poll after the idle time
+    assert steps[0][1] < _STEP_WINDOW
+
+
+def test_a_step_under_steady_traffic_gathers_for_its_whole_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    every = _STEP_IDLE / 2
+    arrivals = [every * i for i in range(1, 40)]  # a batch every half idle time, for several windows
+    steps = _steps(tmp_path, monkeypatch, arrivals)
+    first_count, first_at = steps[0]
+    assert first_at >= _STEP_WINDOW  # only the window ended the first step
+    assert first_count >= int(_STEP_WINDOW / every)  # ... and it held every batch that came within it
+    assert len(steps) > 1
