@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from streams.config_file import LoadedConfig
@@ -30,6 +30,8 @@ def test_a_step_waits_within_its_window_only_while_batches_keep_coming(
     first: float, since_first: float, since_last: float
 ) -> None:
     since_last = min(since_last, since_first)  # the newest batch came at or after the first
+    # away from the boundaries by more than the rounding of ``first + since_first``
+    assume(abs(since_first - _STEP_WINDOW) > 1e-6 and abs(since_last - _STEP_IDLE) > 1e-6)
     now = first + since_first
     waits = _gathering(now, first, now - since_last)
     assert waits == (since_first < _STEP_WINDOW and since_last < _STEP_IDLE)
