@@ -67,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
     settings = dataclasses.replace(settings, data_dir=str(data_dir))
     check_port_free(settings.web_host, settings.web_port, "web", "--web-port")
     check_port_free(settings.metrics_host, settings.metrics_port, "metrics", "--metrics-port")
-    preflight(settings.bootstrap, settings.security)
+    preflight(
+        settings.bootstrap,
+        settings.security,
+        wait=settings.kafka_wait,
+        waiting=lambda line: print(f"loopwatch worker: {line}", file=sys.stderr, flush=True),
+    )
     # Imported only now: Faust takes seconds to import, and every check above should fail fast.
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics

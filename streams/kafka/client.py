@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
 
 import orjson
 
@@ -64,22 +65,53 @@ def _servers(bootstrap: str) -> list[tuple[str, str, int]]:
     return servers
 
 
-def preflight(bootstrap: str, security: KafkaSecurity, *, timeout: float = 5.0) -> None:
+def preflight(
+    bootstrap: str,
+    security: KafkaSecurity,
+    *,
+    timeout: float = 5.0,
+    wait: float = 0.0,
+    waiting: Callable[[str], None] | None = None,
+) -> None:
     """Check, before any Kafka client starts, that a bootstrap server answers Kafka with these settings.
 
     Kafka clients report a refused port, a TLS client on a plaintext listener (it waits for the rest of a
     "request" that never comes) and a plaintext client on a TLS listener (the connection is closed) alike,
-    late and without the address; this names the problem within ``timeout`` seconds. Raises
-    :class:`CommandError` (exit status 3) with the first server's problem when no server is usable.
+    late and without the address; this names the problem within ``timeout`` seconds. While nothing listens at
+    any server (a broker still starting: compose, or the quick start's second terminal) it tries again for up
+    to ``wait`` seconds, calling ``waiting`` once with a line saying so; every other problem ends it at once.
+    Raises :class:`CommandError` (exit status 3) with the first server's problem when no server is usable.
     """
     servers = _servers(bootstrap)
-    problems = [_probe(entry, host, port, security, timeout) for entry, host, port in servers[:1]]
-    for entry, host, port in servers[1:]:
-        if problems[-1] is None:
-            break
-        problems.append(_probe(entry, host, port, security, timeout))
-    if problems[-1] is not None:
-        raise problems[0] or problems[-1]
+    deadline = time.monotonic() + wait
+    while True:
+        problem = _first_problem(servers, security, timeout)
+        if problem is None:
+            return
+        if not isinstance(problem, _NotListening) or time.monotonic() + _RETRY_EVERY > deadline:
+            raise problem
+        if waiting is not None:
+            waiting(f"nothing listens at {bootstrap} yet; waiting up to {wait:g} s for Kafka")
+            waiting = None
+        time.sleep(_RETRY_EVERY)
+
+
+_RETRY_EVERY: Final = 0.5  # seconds between connection attempts while nothing listens
+
+
+class _NotListening(CommandError):
+    """The connection was refused: the one problem that waiting can cure."""
+
+
+def _first_problem(servers: list[tuple[str, str, int]], security: KafkaSecurity, timeout: float) -> CommandError | None:
+    """None once a server answers; else the first server's problem (the others are tried in turn)."""
+    first = None
+    for entry, host, port in servers:
+        problem = _probe(entry, host, port, security, timeout)
+        if problem is None:
+            return None
+        first = first or problem
+    return first
 
 
 def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: float) -> CommandError | None:
@@ -94,10 +126,12 @@ def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: f
     try:
         raw = socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
-        return unavailable(
+        return _NotListening(
             "cannot connect to Kafka",
+            entry,
             "nothing listens there; start a broker (loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP "
             "at one",
+            code=EXIT_UNAVAILABLE,
         )
     except socket.gaierror as exc:
         return unavailable("cannot resolve the Kafka host", f"{exc.strerror}; check --bootstrap")

@@ -112,6 +112,13 @@ class Option:
 
 OPTIONS: Final[tuple[Option, ...]] = (
     Option("--bootstrap", "bootstrap", str, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
+    Option(
+        "--kafka-wait",
+        "kafka_wait",
+        _float,
+        "seconds to wait at start for a broker where nothing listens yet (one started with the worker); any other "
+        "Kafka problem stops the worker at once",
+    ),
     Option("--config", "config_path", str, "OpenClaw config file (JSON5): tools.loopDetection, per-agent overrides"),
     Option("--group", "group", str, "consumer group and Faust app id; also names the changelog topics"),
     Option(

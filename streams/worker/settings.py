@@ -80,6 +80,7 @@ class WorkerSettings:
     rocksdb_block_cache_mb: float = DEFAULT_ROCKSDB_BLOCK_CACHE_MB
     standby_replicas: int = 1  # Faust's default; the trade-off is in the --standby-replicas help (options.py)
     security: KafkaSecurity = PLAINTEXT  # TLS/SASL for every client (streams.kafka.security)
+    kafka_wait: float = 30.0  # seconds to wait for a broker that does not listen yet (a broker starting with it)
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -114,6 +115,8 @@ class WorkerSettings:
             raise SettingsError("RocksDB block cache must be between 1 and 65536 MiB")
         if not 0 <= self.standby_replicas <= 8:
             raise SettingsError("standby replicas must be between 0 and 8")
+        if not 0 <= self.kafka_wait <= 3600:
+            raise SettingsError("Kafka wait must be between 0 and 3600 seconds")
 
     @property
     def changelog_topic(self) -> str:

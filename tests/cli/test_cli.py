@@ -151,15 +151,19 @@ def test_no_broker_is_one_line_for_every_command(empty: Path, argv: list[str]) -
     args = [a.replace("{b}", bootstrap) for a in argv]
     if "{b}" not in " ".join(argv):
         args += ["--bootstrap", bootstrap]
-    if args[0] == "worker" and (port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT)):
-        args += ["--web-port", "0", "--metrics-port", "0"]
+    waited = ""
+    if args[0] == "worker":  # a worker waits for a broker that may be starting with it (see the next test)
+        args += ["--kafka-wait", "2"]
+        waited = f"loopwatch worker: nothing listens at {bootstrap} yet; waiting up to 2 s for Kafka\n"
+        if port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT):
+            args += ["--web-port", "0", "--metrics-port", "0"]
     result = lw(empty, *args)
     assert result.code == 3
-    assert result.err == (
+    assert result.err == waited + (
         f"loopwatch {argv[0]}: cannot connect to Kafka ({bootstrap}): nothing listens there; start a broker "
         "(loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP at one\n"
     )
-    assert at_once(result, empty, argv[0], work=5)  # the connection check's timeout
+    assert at_once(result, empty, argv[0], work=5 + (2 if waited else 0))  # the connection check's timeout
     assert not list(empty.glob(".state")) or argv[0] == "worker"  # only the worker has a data directory
 
 
@@ -376,6 +380,41 @@ def test_tail_renders_every_topic_by_record_type(worker: RunningWorker, broker: 
     ), alerts
     as_json = lw(home, "tail", "--bootstrap", broker.bootstrap, "--from-beginning", "--max", "1", "--json")
     assert json.loads(as_json.out)["decision"] == "warning"  # --json: the record as published
+
+
+@pytest.mark.integration
+def test_a_worker_started_before_its_broker_waits_for_it_and_comes_up(empty: Path) -> None:
+    """The quick start's two terminals, the worker's first: it waits for the broker (``--kafka-wait``, 30 s by
+    default) instead of stopping because nothing listens yet."""
+    port, metrics, web = free_port(), free_port(), free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    env = clean_env({"LOOPWATCH_EMBEDDED": "1"})
+    cmd = [LOOPWATCH, "worker", "--bootstrap", bootstrap, "--metrics-port", str(metrics), "--web-port", str(web)]
+    log = empty.parent / f"{empty.name}-worker.log"
+    worker = start_process(cmd, env=env, log_path=log, cwd=empty)
+    broker = None
+    try:
+        waiting = f"loopwatch worker: nothing listens at {bootstrap} yet; waiting up to 30 s for Kafka"
+        wait_until(lambda: waiting in log.read_text(encoding="utf-8"), READY_TIMEOUT, 0.1, message="waiting line")
+        broker = start_process(
+            [LOOPWATCH, "broker", "--port", str(port)],
+            env=clean_env(),
+            log_path=empty.parent / "late-broker.log",
+            cwd=empty,
+        )
+
+        def ready() -> bool:
+            if worker.poll() is not None:
+                raise RuntimeError(f"worker exited with {worker.returncode}:\n{log.read_text(encoding='utf-8')}")
+            return "loopwatch worker: ready" in log.read_text(encoding="utf-8")
+
+        wait_until(ready, READY_TIMEOUT, 0.2, message="worker ready")
+        lines = log.read_text(encoding="utf-8").splitlines()
+        assert lines.count(waiting) == 1 and not any("Traceback" in line for line in lines)
+    finally:
+        stop_process(worker, 20)
+        if broker is not None:
+            stop_process(broker, 20)
 
 
 @pytest.mark.integration
