@@ -65,6 +65,13 @@ def _servers(bootstrap: str) -> list[tuple[str, str, int]]:
     return servers
 
 
+_RETRY_EVERY: Final = 0.5  # seconds between connection attempts while nothing listens
+
+
+class _NotListening(CommandError):
+    """The connection was refused: the one problem that waiting can cure."""
+
+
 def preflight(
     bootstrap: str,
     security: KafkaSecurity,
@@ -96,13 +103,6 @@ def preflight(
         time.sleep(_RETRY_EVERY)
 
 
-_RETRY_EVERY: Final = 0.5  # seconds between connection attempts while nothing listens
-
-
-class _NotListening(CommandError):
-    """The connection was refused: the one problem that waiting can cure."""
-
-
 def _first_problem(servers: list[tuple[str, str, int]], security: KafkaSecurity, timeout: float) -> CommandError | None:
     """None once a server answers; else the first server's problem (the others are tried in turn)."""
     first = None
@@ -120,18 +120,17 @@ def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: f
 
     from streams.kafka.admin import api_versions_request, read_response
 
-    def unavailable(what: str, hint: str) -> CommandError:
-        return CommandError(what, entry, hint, code=EXIT_UNAVAILABLE)
+    def unavailable(what: str, hint: str, kind: type[CommandError] = CommandError) -> CommandError:
+        return kind(what, entry, hint, code=EXIT_UNAVAILABLE)
 
     try:
         raw = socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
-        return _NotListening(
+        return unavailable(
             "cannot connect to Kafka",
-            entry,
             "nothing listens there; start a broker (loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP "
             "at one",
-            code=EXIT_UNAVAILABLE,
+            _NotListening,
         )
     except socket.gaierror as exc:
         return unavailable("cannot resolve the Kafka host", f"{exc.strerror}; check --bootstrap")

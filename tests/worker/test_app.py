@@ -114,7 +114,6 @@ def _steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrivals: list[float
                 clock.advance(clock.arrivals[0])
         acker.cancel()
         await asyncio.gather(acker, return_exceptions=True)
-        monkeypatch.undo()
 
     asyncio.run(run())
     assert sum(n for n, _ in steps) == total
