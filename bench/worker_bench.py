@@ -26,12 +26,13 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
   throughput and CPU per event (all workers' CPU / events) from the end of producing it to its last event,
   and the cores the workers and the broker used over that window; two workers once with the default standby
   copy of each other's tables and once with ``--standby-replicas 0``;
-* event-to-verdict latency at half of (a)'s max rate, with real-time ``ts``: p50/p99 and what the p99 is
-  made of (the event's produce ack, the worker's fetch-to-send, the verdict's confirmation and state write),
-  the wait of each batch's oldest record before the worker starts it (``loopwatch_batch_wait_seconds``: the
-  broker, the fetch and the worker's queue), the worker's event-loop lag (``loopwatch_event_loop_lag_seconds``:
-  how long its own work held the loop that every fetch hand-over and batch waits on), the worker's CPU per
-  event, mean batch and state writes per event at that rate (keeping up costs more than draining a backlog),
+* event-to-verdict latency at half of (a)'s max rate, on (a)'s fleet (:func:`fleet_for`), with real-time
+  ``ts``: p50/p99 and what the p99 is made of (the event's produce ack, the worker's fetch-to-send, the
+  verdict's confirmation and state write), the wait of each batch's oldest record before the worker starts
+  it (``loopwatch_batch_wait_seconds``: the broker, the fetch and the worker's queue), the worker's event-loop
+  lag (``loopwatch_event_loop_lag_seconds``: how long its own work held the loop that every fetch hand-over
+  and batch waits on), the worker's CPU per event, mean batch and state writes per event at that rate
+  (keeping up costs more than draining a backlog),
   and the cores the worker, the broker and this process (the load generator, sending 5 ms bursts, see
   :data:`BURST_SECONDS`) used meanwhile;
 * stored bytes per run (the newest changelog value of every run).
@@ -90,10 +91,17 @@ def free_port() -> int:
     return _free()
 
 
+def fleet_for(events: int) -> int:
+    """Gateways of the fleet whose traffic a backlog of ``events`` holds (about 4 concurrent runs per gateway,
+    runs of a few dozen events). The latency runs send (a)'s fleet, so half of (a) is half of (a)'s capacity
+    on the same traffic: a fleet spread over more runs costs more per event (docs/performance.md)."""
+    return max(10, events // 600)
+
+
 def records_for(events: int, *, hashed: bool, seed: int = 7) -> list[tuple[bytes, bytes]]:
     from streams.simulate import simulate
 
-    gateways = max(10, events // 600)  # about 4 concurrent runs per gateway, runs of a few dozen events
+    gateways = fleet_for(events)
     return list(simulate(gateways=gateways, rate=1000.0, duration=events / 1000.0, seed=seed, hashed=hashed))
 
 
@@ -477,9 +485,11 @@ def latency_run(
     store: str,
     workdir: Path,
     hashed: bool,
+    gateways: int,
     broker_pid: int | None = None,
 ) -> LatencyRun:
-    """Produce at ``rate`` with real-time ``ts``; return latency samples (ms) by name, and the worker's load.
+    """Produce ``gateways``' traffic at ``rate`` with real-time ``ts``; return latency samples (ms) by name, and
+    the worker's load.
 
     Per verdict (matched to its event by the verdict's ``source``): ``verdict`` = verdict record timestamp (the
     worker's send) minus the event's ``ts``, made of ``ack`` (the event's produce round trip, our producer and
@@ -505,7 +515,6 @@ def latency_run(
     proc, port = start_worker(bootstrap, prefix, partitions, store, workdir)
     changelog = changelog_of(prefix)
     try:
-        gateways = max(10, int(rate * seconds) // 600)
         partition_of = DefaultPartitioner()
         every = list(range(partitions))
         traffic = [
@@ -843,6 +852,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", choices=("rocksdb", "memory"), default="rocksdb")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument(
+        "--latency-gateways",
+        type=int,
+        help="gateways of the latency runs' fleet (default: (a)'s, so half of (a) is on the same traffic)",
+    )
+    parser.add_argument(
         "--latency-rates", default="", help="comma-separated extra rates (events/s) for latency runs, e.g. 500,1000"
     )
     parser.add_argument("--variants", default="raw,prehashed", help="comma-separated: raw, prehashed")
@@ -994,14 +1008,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "latency" in skip:
                 continue
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
+            fleet = args.latency_gateways or fleet_for(args.events)
             for n, rate in enumerate([a.rate / 2, *extra]):
                 samples, cpu_us, batch, wait, lag, cores, events = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
-                    broker.pid,
+                    fleet, broker.pid,
                 )  # fmt: skip
                 what = "half of (a)" if n == 0 else "fixed rate"
                 at = "half of (a)" if n == 0 else f"{rate:.0f}/s"
-                print(f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s:")
+                print(
+                    f"  latency at {rate:.0f} events/s ({what}) for {args.latency_seconds:.0f} s, "
+                    f"{fleet} gateways' traffic:"
+                )
                 writes = len(samples.get("write", [])) / events
                 print(
                     f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average, "
