@@ -43,6 +43,15 @@
    group's committed offsets. Also: a table-recovery seek below offset 0 (seen for standby partitions under
    the chaos test, where it crashed the worker) reads the changelog from its beginning.
 
+5. **Paused changelog partitions fetched anyway** (Faust 0.15.3 with aiokafka, on any broker). Once a table is
+   recovered, Faust pauses its changelog partitions, again only in its own filter: aiokafka keeps fetching
+   every changelog record the worker writes, and Faust never drains them. aiokafka's fetcher sends nothing
+   to a broker while a partition it leads holds undrained records younger than ``prefetch_backoff`` (0.1 s),
+   so every store step's changelog records held back the next fetch of the events topic by up to 100 ms on
+   the broker leading both (on the embedded broker, always): the tail of the worker's event-to-verdict
+   latency, at any rate. Remedy: Faust's pause and resume of changelog partitions are mirrored into aiokafka
+   as in 4(a); standby partitions stay resumed, so they keep flowing.
+
 **Bulk delivery** (not a remedy; opt-in per topic with :meth:`CompatConsumer.deliver_in_bulk`): a stream
 topic's records are taken out of Faust's own fetch loop (``_wait_next_records``) as whole gapless runs per
 partition and handed to a :class:`BulkSink`, instead of one Faust message, event and stream step each.
@@ -133,6 +142,7 @@ class CompatOptions:
     rewind_uncommitted: bool = True
     hold_until_seek: bool = True
     gapless: bool = True
+    pause_changelogs: bool = True
     probe_timeout: float = 15.0
 
 
@@ -526,12 +536,15 @@ class CompatConsumer(faust_aiokafka.Consumer):
 
     def _pause_in_aiokafka(self, tps: Iterable[Any], *, paused: bool) -> None:
         """Mirror Faust's pause of stream partitions into aiokafka, whose fetcher otherwise keeps fetching them
-        and advances their position for records Faust then drops as "inactive" (remedy 4)."""
+        and advances their position for records Faust then drops as "inactive" (remedy 4), and of changelog
+        partitions, whose undrained records would hold back every fetch from their broker (remedy 5)."""
         throttled = self._throttled
+        changelogs = self.compat_options.pause_changelogs and not self.app.client_only
         streams = [
             TopicPartition(tp.topic, tp.partition)
             for tp in tps
-            if self._gapless(tp) and (paused or tp not in throttled.get(tp.topic, ()))
+            if (self._gapless(tp) and (paused or tp not in throttled.get(tp.topic, ())))
+            or (changelogs and self._is_changelog_tp(tp))
         ]
         thread = self._thread
         aio = getattr(thread, "_consumer", None)
@@ -893,6 +906,7 @@ def apply_kafka_compat(
     rewind_uncommitted: bool = True,
     hold_until_seek: bool = True,
     gapless: bool = True,
+    pause_changelogs: bool = True,
     probe_timeout: float = 15.0,
 ) -> bool:
     """Install the remedies into a ``faust.App``; call right after creating it, before it starts.
@@ -907,6 +921,7 @@ def apply_kafka_compat(
         rewind_uncommitted=rewind_uncommitted,
         hold_until_seek=hold_until_seek,
         gapless=gapless,
+        pause_changelogs=pause_changelogs,
         probe_timeout=probe_timeout,
     )
     current = getattr(app, "_transport", None)
