@@ -8,10 +8,12 @@ Configured by environment (read at import):
 - ``COUNTER_PARTITIONS`` partitions of every topic (default 4)
 - ``COUNTER_STORE`` table store URL, ``rocksdb://`` (default) or ``memory://``
 - ``COUNTER_DATADIR`` Faust data directory (RocksDB files); one per worker
-- ``COUNTER_COMPAT`` ``all`` remedies (default), ``no-end-offsets`` / ``no-rewind`` (all but that one, to
-  show what it guards) or ``none``
+- ``COUNTER_COMPAT`` ``all`` remedies (default), ``no-end-offsets`` / ``no-rewind`` /
+  ``no-pause-changelogs`` (all but that one, to show what it guards) or ``none``
 - ``COUNTER_LINGER`` producer linger in seconds (default 0.05): batches changelog writes, as under load
 - ``COUNTER_STATUS`` file receiving one JSON line per completed rebalance: pid, time, assigned partitions
+- ``COUNTER_FETCHING`` file receiving, every 0.2 s, one JSON line of the changelog partitions assigned, active in
+  Faust and paused in aiokafka (what the consumer fetches)
 - ``COUNTER_TRACE`` file receiving one line per event seen: partition, offset, key, state before, time
   (for diagnosing lost or repeated events)
 
@@ -38,6 +40,7 @@ STORE = os.environ.get("COUNTER_STORE", "rocksdb://")
 DATADIR = os.environ.get("COUNTER_DATADIR", f"/tmp/{APP_ID}-data")
 COMPAT = os.environ.get("COUNTER_COMPAT", "all")
 STATUS = os.environ.get("COUNTER_STATUS")
+FETCHING = os.environ.get("COUNTER_FETCHING")
 TRACE = open(os.environ["COUNTER_TRACE"], "a") if os.environ.get("COUNTER_TRACE") else None  # noqa: SIM115
 LINGER = float(os.environ.get("COUNTER_LINGER", "0.05"))
 
@@ -70,6 +73,7 @@ if COMPAT != "none":
         app,
         fix_end_offsets=COMPAT != "no-end-offsets",
         rewind_uncommitted=COMPAT != "no-rewind",
+        pause_changelogs=COMPAT != "no-pause-changelogs",
     )
 
 in_topic = app.topic(f"{APP_ID}-in", partitions=PARTITIONS, key_type=bytes, value_type=bytes)
@@ -106,6 +110,25 @@ async def _report_ready(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> 
     assigned = sorted(tp.partition for tp in app.consumer.assignment() if tp.topic == in_topic.get_topic_name())
     line = {"pid": os.getpid(), "time": time.time(), "assigned": assigned}
     with open(STATUS, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+@app.timer(0.2)
+async def _report_fetching() -> None:
+    thread = getattr(app.consumer, "_thread", None)
+    aiokafka = getattr(thread, "_consumer", None)
+    if not FETCHING or aiokafka is None:
+        return
+    changelog = counts.changelog_topic.get_topic_name()
+    paused = await thread.call_thread(aiokafka.paused)  # on the consumer thread, like every aiokafka call
+
+    def ours(tps: Any) -> list[int]:
+        return sorted(tp.partition for tp in tps if tp.topic == changelog)
+
+    active = app.consumer._get_active_partitions()
+    line = {"time": time.time(), "assigned": ours(app.consumer.assignment()), "active": ours(active)}
+    line["paused"] = ours(paused)
+    with open(FETCHING, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 
 
