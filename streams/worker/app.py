@@ -437,9 +437,9 @@ class LoopwatchWorker:
         try:
             while True:
                 await intake.wait()
-                waiting = intake.waiting()
-                if linger > 0 and waiting < max_batch and (waiting > 1 or last_size > 1):
-                    await asyncio.sleep(linger)  # as in the stream path: let a growing batch fill
+                left = _linger_left(linger, intake.waited(), intake.waiting(), max_batch, last_size)
+                if left > 0:
+                    await asyncio.sleep(left)  # let a growing batch fill
                 epoch = consumer.bulk_epoch
                 taken = intake.take(max_batch)
                 try:
@@ -834,6 +834,20 @@ async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> in
                 raise
             await asyncio.sleep(1.0)
     raise AssertionError("unreachable")
+
+
+def _linger_left(linger: float, waited: float, waiting: int, max_batch: int, last_size: int) -> float:
+    """Seconds the bulk processor lets a batch fill before it starts it.
+
+    Under load (more than one record waiting, or the last batch held more than one), the oldest waiting
+    records may wait up to ``linger`` for more to come, so per-batch work is paid for more events. Time they
+    already spent queued, while the previous batch was processed, counts: records that waited that long
+    start at once, and batches still grow with the load. A full batch, or a lone record after a lone one,
+    never waits.
+    """
+    if linger <= 0 or waiting >= max_batch or (waiting <= 1 and last_size <= 1):
+        return 0.0
+    return max(0.0, linger - waited)
 
 
 def _note_confirmed(flight: _InFlight, _: Any) -> None:

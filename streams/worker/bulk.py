@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class Chunk:
     records: Sequence[Any]
     generation: int | None
     epoch: int
+    arrived: float  # time.monotonic() when the consumer handed it over
 
 
 class BulkIntake:
@@ -58,7 +60,7 @@ class BulkIntake:
 
     def put(self, tp: Any, records: Sequence[Any], generation: int | None, epoch: int) -> bool:
         """Queue the run, never refused nor waited for (the fetch loop serves other topics); False once full."""
-        self._chunks.append(Chunk(tp, records, generation, epoch))
+        self._chunks.append(Chunk(tp, records, generation, epoch, time.monotonic()))
         self._count += len(records)
         self._ready.set()
         return self._count < self._limit
@@ -92,6 +94,10 @@ class BulkIntake:
         """Records queued."""
         return self._count
 
+    def waited(self) -> float:
+        """Seconds the oldest queued records have waited (0 when none are queued)."""
+        return time.monotonic() - self._chunks[0].arrived if self._chunks else 0.0
+
     async def wait(self) -> None:
         """Return once at least one chunk is queued."""
         while not self._chunks:
@@ -108,8 +114,8 @@ class BulkIntake:
             if len(chunk.records) <= left:
                 chunks.popleft()
             else:
-                chunks[0] = Chunk(chunk.tp, chunk.records[left:], chunk.generation, chunk.epoch)
-                chunk = Chunk(chunk.tp, chunk.records[:left], chunk.generation, chunk.epoch)
+                chunks[0] = Chunk(chunk.tp, chunk.records[left:], chunk.generation, chunk.epoch, chunk.arrived)
+                chunk = Chunk(chunk.tp, chunk.records[:left], chunk.generation, chunk.epoch, chunk.arrived)
             taken.append(chunk)
             left -= len(chunk.records)
         self._count -= most - left

@@ -173,7 +173,12 @@ OPTIONS: Final[tuple[Option, ...]] = (
         default_text="a tenth of the TTL, within 0.5-10",
     ),
     Option("--max-batch", "max_batch", _int, "most events applied per batch (one state write per run)"),
-    Option("--batch-linger", "batch_linger", _float, "under load, seconds a batch may fill before it is processed"),
+    Option(
+        "--batch-linger",
+        "batch_linger",
+        _float,
+        "under load, seconds the oldest waiting events may wait for more before their batch starts",
+    ),
     Option(
         "--delivery",
         "delivery",

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from streams.config_file import LoadedConfig
 from streams.worker import app as worker_app
-from streams.worker.app import _STEP_IDLE, _STEP_WINDOW, LoopwatchWorker, _gathering, _InFlight
+from streams.worker.app import _STEP_IDLE, _STEP_WINDOW, LoopwatchWorker, _gathering, _InFlight, _linger_left
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import WorkerSettings
 
@@ -35,6 +35,24 @@ def test_a_step_waits_within_its_window_only_while_batches_keep_coming(
     now = first + since_first
     waits = _gathering(now, first, now - since_last)
     assert waits == (since_first < _STEP_WINDOW and since_last < _STEP_IDLE)
+
+
+@given(
+    linger=st.floats(0, 1),
+    waited=st.floats(0, 2),
+    waiting=st.integers(0, 600),
+    last_size=st.integers(0, 600),
+)
+def test_a_batch_lingers_under_load_only_until_its_oldest_records_waited_the_linger(
+    linger: float, waited: float, waiting: int, last_size: int
+) -> None:
+    left = _linger_left(linger, waited, waiting, 500, last_size)
+    under_load = waiting < 500 and (waiting > 1 or last_size > 1)
+    assert 0 <= left <= linger
+    if not under_load:
+        assert left == 0  # a full batch, or a lone record after a lone one, starts at once
+    else:
+        assert left == max(0.0, linger - waited)  # records that waited while the last batch ran count it
 
 
 class _Clock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from faust.types import TP
 
 from streams.worker.bulk import BulkIntake
@@ -23,6 +24,26 @@ def test_take_returns_at_most_the_batch_and_splits_the_last_chunk() -> None:
     rest = intake.take(10)
     assert intake.waiting() == 0
     assert [list(c.records) for c in first + rest] == [[1, 2, 3], [4], [5, 6]]
+
+
+def test_waited_is_the_age_of_the_oldest_queued_records_also_after_a_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streams.worker.bulk as bulk
+
+    now = [10.0]
+    monkeypatch.setattr(bulk.time, "monotonic", lambda: now[0])
+    intake = BulkIntake(100, on_revoked=lambda: None)
+    assert intake.waited() == 0.0
+    intake.put(TP0, [1, 2, 3], 7, 0)
+    now[0] = 10.5
+    intake.put(TP0, [4, 5], 7, 0)
+    now[0] = 10.75
+    assert intake.waited() == 0.75
+    intake.take(2)  # the first run split: its rest has waited as long
+    assert intake.waited() == 0.75
+    intake.take(1)
+    assert intake.waited() == 0.25
+    intake.take(5)
+    assert intake.waited() == 0.0
 
 
 def test_a_full_intake_takes_the_run_says_full_and_calls_back_once_below_its_limit() -> None:

@@ -222,7 +222,7 @@ def test_bulk_admission_applies_gaplessly_from_the_commit_and_restarts_after_a_r
 
     def chunk(offsets: list[int], generation: int = 7) -> Chunk:
         records = [ConsumerRecord("ev", 0, o, 0, 0, b"k", b"v", None, 1, 1, []) for o in offsets]
-        return Chunk(tp, records, generation, consumer.bulk_epoch)
+        return Chunk(tp, records, generation, consumer.bulk_epoch, 0.0)
 
     async def admit(*chunks: Chunk) -> tuple[list[int], dict[Any, int]]:
         records, positions = await worker._admit(consumer, list(chunks), consumer.bulk_epoch)
