@@ -1,16 +1,18 @@
-"""The worker's store steps (streams.worker.app): how long a step gathers processed batches before it stores.
+"""The worker's waits (streams.worker.app): how long a store step gathers processed batches before it stores,
+and how long the bulk processor lets a batch fill before it starts it.
 
-The acker runs for real on a worker built for an unreachable broker; only its clock, its sleeps and the store
-itself are replaced, so the steps' boundaries are exact and independent of the machine's speed.
+The acker and the processor run for real on a worker built for an unreachable broker; only their clock, their
+sleeps and the work on either side are replaced, so the boundaries are exact and independent of the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from faust.types import TP
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -157,3 +159,82 @@ def test_a_step_under_steady_traffic_gathers_for_its_whole_window(
     assert first_at >= _STEP_WINDOW  # only the window ended the first step
     assert first_count >= int(_STEP_WINDOW / every)  # ... and it held every batch that came within it
     assert len(steps) > 1
+
+
+class _Record(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+def _batch_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrivals: list[float], busy: float
+) -> list[tuple[float, int]]:
+    """(clock time, records) of each batch the real bulk processor starts, for fetched runs of two records
+    handed over at ``arrivals`` (a fake clock), each batch taking ``busy`` seconds to process."""
+    from streams.worker import bulk
+
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    intake = worker._intake
+    now = [0.0]
+    pending = sorted(arrivals)
+    starts: list[tuple[float, int]] = []
+
+    def advance(to: float) -> None:
+        while pending and pending[0] <= to:
+            now[0] = pending.pop(0)  # handed over at its own time, on the way
+            intake.put(TP("ev", 0), [_Record(0, 1), _Record(1, 1)], 1, 0)
+        now[0] = to
+
+    async def sleep(delay: float) -> None:
+        advance(now[0] + delay)
+        await real_sleep(0)
+
+    async def admit(_consumer: Any, chunks: list[Any], _epoch: int) -> tuple[list[Any], dict[Any, int]]:
+        return [record for chunk in chunks for record in chunk.records], {}
+
+    async def process(records: list[Any], _source: Any) -> _InFlight:
+        starts.append((now[0], len(records)))
+        advance(now[0] + busy)
+        return _flight()
+
+    async def ack(queue: asyncio.Queue[_InFlight], *_: Any) -> None:
+        while True:
+            await queue.get()
+            intake.settle()
+
+    real_sleep = asyncio.sleep
+    clock = _Patched(worker_app.time, monotonic=lambda: now[0], time=lambda: now[0])
+    monkeypatch.setattr(worker_app, "time", clock)
+    monkeypatch.setattr(bulk, "time", clock)
+    monkeypatch.setattr(worker_app, "asyncio", _Patched(asyncio, sleep=sleep))
+    monkeypatch.setattr(worker, "_admit", admit)
+    monkeypatch.setattr(worker, "_process", process)
+    monkeypatch.setattr(worker, "_ack", ack)
+
+    async def run() -> None:
+        processor = asyncio.ensure_future(worker._run_bulk())
+        for _ in range(1_000):  # bounded: time moves whenever the processor waits for records
+            await real_sleep(0)
+            if not pending and not intake.waiting():
+                break
+            if not intake.waiting():
+                advance(pending[0])
+        processor.cancel()
+        await asyncio.gather(processor, return_exceptions=True)
+
+    advance(0.0)
+    asyncio.run(run())
+    return starts
+
+
+@pytest.mark.parametrize(("second", "starts_at"), [(0.015, 0.03), (0.025, 0.035)])
+def test_records_that_waited_through_a_batch_linger_only_for_the_rest_of_the_linger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: float, starts_at: float
+) -> None:
+    """A run handed over at 0 lingers 10 ms for more; its batch takes 20 ms. A run handed over during that
+    batch starts once it has waited the linger (at once, if it already has), not a whole linger after it."""
+    assert WorkerSettings(bootstrap="127.0.0.1:1").batch_linger == 0.01
+    starts = _batch_starts(tmp_path, monkeypatch, arrivals=[0.0, second], busy=0.02)
+    assert [n for _, n in starts] == [2, 2]
+    assert [at for at, _ in starts] == pytest.approx([0.01, starts_at])
