@@ -7,7 +7,9 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    ``--delivery stream`` a *reader* iterates the agent's stream with acknowledgements off
    (``stream.noack()``) and queues events;
 2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
-   the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load.
+   the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load. While
+   it keeps up, a bulk batch holds only about ``batch_budget`` seconds of work (:func:`_batch_limit`): a
+   batch's verdicts wait for all of it.
    Per run it reads the state once and computes the new one (kept, decoded, in a pending overlay until
    stored), then it *sends* the batch's verdicts, their storm signals (:mod:`streams.worker.storms`) and
    its dead letters and moves on to the next batch;
@@ -91,6 +93,8 @@ _STEP_BATCHES = 4  # a store step holds up to this many full batches' events, ea
 _STEP_WINDOW = 0.2  # seconds a store step gathers processed batches for (only the state writes and commit wait)
 _STEP_IDLE = 0.05  # ...but it stops once no batch came for this long: the traffic paused (see _gathering)
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
+_MIN_BATCH = 20  # records a budgeted batch holds at least, so its per-batch work stays a small share
+_COST_WEIGHT = 0.2  # weight of the newest batch in the processor's smoothed cost per record
 _GC_YOUNG = 20_000  # allocations between young-generation collections (Python's default is 700; see _run_agent)
 
 
@@ -119,6 +123,7 @@ class _InFlight:
     epoch: int = 0  # bulk delivery: the consumer's delivery epoch the batch was taken in
     now_ms: int = 0  # processing time of the batch: its states' last_seen_ms
     confirmed_at: float = 0.0  # wall time its verdicts were confirmed (the latency metric ends there)
+    busy: float = 0.0  # seconds the processor spent applying it and sending its records (not waiting for the lock)
 
 
 class LoopwatchWorker:
@@ -433,15 +438,19 @@ class LoopwatchWorker:
         acker = asyncio.ensure_future(self._ack(pending, acknowledge, lambda first: consumer.bulk_epoch == first.epoch))
         max_batch = self.settings.max_batch
         linger = self.settings.batch_linger
+        budget = self.settings.batch_budget
         last_size = 0
+        per_event = 0.0  # seconds of processing per record, smoothed over recent batches (0: not measured yet)
         try:
             while True:
                 await intake.wait()
-                left = _linger_left(linger, intake.waited(), intake.waiting(), max_batch, last_size)
+                limit = _batch_limit(max_batch, intake.waiting(), budget, per_event)
+                left = _linger_left(linger, intake.waited(), intake.waiting(), limit, last_size)
                 if left > 0:
                     await asyncio.sleep(left)  # let a growing batch fill
+                    limit = _batch_limit(max_batch, intake.waiting(), budget, per_event)
                 epoch = consumer.bulk_epoch
-                taken = intake.take(max_batch)
+                taken = intake.take(limit)
                 try:
                     records, positions = await self._admit(consumer, taken, epoch)
                 except asyncio.CancelledError:
@@ -467,6 +476,7 @@ class LoopwatchWorker:
                     return  # shutting down: nothing acknowledged
                 flight.positions = positions
                 flight.epoch = epoch
+                per_event = _smoothed(per_event, flight.busy / len(records))
                 await pending.put(flight)
                 # Nothing above waits while records are queued, so without this the processor would run batch
                 # after batch until ``pending`` is full: the fetch loop (the storm-count agent's topic), the
@@ -555,6 +565,7 @@ class LoopwatchWorker:
         """
         if self.table.should_stop:
             return None
+        started = time.monotonic()
         now_ms = int(time.time() * 1000)
         next_offsets = {rec.partition: rec.offset + 1 for rec in records}
         plan = plan_batch(records, now_ms, self._dead_letter_policy)
@@ -565,7 +576,9 @@ class LoopwatchWorker:
         publications: list[Publication] = []
         applied_types: list[str] = []
         redelivered = duplicates = 0
+        locking = time.monotonic()
         async with self._lock:
+            started += time.monotonic() - locking  # waiting for the acker or the sweep is not processing
             for group in plan.groups.values():
                 key = group.key
                 stored: StoredRun | bytes | None = pending.get(key)
@@ -604,6 +617,7 @@ class LoopwatchWorker:
             duplicates=duplicates,
             next_offsets=next_offsets,
             now_ms=now_ms,
+            busy=time.monotonic() - started,
         )
         flight.sent.add_done_callback(partial(_note_confirmed, flight))
         return flight
@@ -848,6 +862,24 @@ def _linger_left(linger: float, waited: float, waiting: int, max_batch: int, las
     if linger <= 0 or waiting >= max_batch or (waiting <= 1 and last_size <= 1):
         return 0.0
     return max(0.0, linger - waited)
+
+
+def _batch_limit(max_batch: int, waiting: int, budget: float, per_event: float) -> int:
+    """Most records the bulk processor takes into its next batch.
+
+    A batch's verdicts are sent when the whole batch is applied, so every event waits for the ones after it in
+    its batch. While the processor keeps up (fewer than ``max_batch`` records waiting), a batch holds about what
+    it applies in ``budget`` seconds at the recent ``per_event`` cost, at least ``_MIN_BATCH``. Once a full batch
+    waits it is behind, and the largest batch is the cheapest way to catch up.
+    """
+    if budget <= 0 or waiting >= max_batch or per_event * max_batch <= budget:
+        return max_batch  # (also before any cost is measured, and without dividing by a vanishing cost)
+    return max(_MIN_BATCH, int(budget / per_event))
+
+
+def _smoothed(mean: float, sample: float) -> float:
+    """An exponentially weighted mean of the recent batches' cost per record (the first sample as is)."""
+    return sample if mean <= 0 else mean + _COST_WEIGHT * (sample - mean)
 
 
 def _note_confirmed(flight: _InFlight, _: Any) -> None:

@@ -180,6 +180,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "under load, seconds the oldest waiting events may wait for more before their batch starts",
     ),
     Option(
+        "--batch-budget",
+        "batch_budget",
+        _float,
+        "while fewer than a full batch wait, seconds of processing a batch aims at (measured per event), so an "
+        "event's verdict waits for fewer others; a full batch's worth waiting is taken whole, 0 = always whole",
+    ),
+    Option(
         "--delivery",
         "delivery",
         str,

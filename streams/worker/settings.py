@@ -64,6 +64,7 @@ class WorkerSettings:
     embedded: bool = False
     max_batch: int = 500
     batch_linger: float = 0.01
+    batch_budget: float = 0.008  # seconds of processing a batch below a full one aims at (see _batch_limit)
     delivery: Delivery = "bulk"  # how the events topic's records reach the processor (streams.worker.app)
     sweep_interval: float | None = None
     log_level: str = "info"
@@ -91,6 +92,8 @@ class WorkerSettings:
             raise SettingsError("state TTL must not be negative (0 disables expiry)")
         if not 0 <= self.batch_linger <= 1:
             raise SettingsError("batch linger must be between 0 and 1 second")
+        if not 0 <= self.batch_budget <= 1:
+            raise SettingsError("batch budget must be between 0 and 1 second")
         if self.delivery not in ("bulk", "stream"):
             raise SettingsError(f"delivery must be bulk or stream, not {self.delivery!r}")
         if not 1 <= self.max_batch <= 10_000:

@@ -1,5 +1,5 @@
 """The worker's waits (streams.worker.app): how long a store step gathers processed batches before it stores,
-and how long the bulk processor lets a batch fill before it starts it.
+how long the bulk processor lets a batch fill before it starts it, and how much it takes into one.
 
 The acker and the processor run for real on a worker built for an unreachable broker; only their clock, their
 sleeps and the work on either side are replaced, so the boundaries are exact and independent of the machine.
@@ -18,7 +18,17 @@ from hypothesis import strategies as st
 
 from streams.config_file import LoadedConfig
 from streams.worker import app as worker_app
-from streams.worker.app import _STEP_IDLE, _STEP_WINDOW, LoopwatchWorker, _gathering, _InFlight, _linger_left
+from streams.worker.app import (
+    _MIN_BATCH,
+    _STEP_IDLE,
+    _STEP_WINDOW,
+    LoopwatchWorker,
+    _batch_limit,
+    _gathering,
+    _InFlight,
+    _linger_left,
+    _smoothed,
+)
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import WorkerSettings
 
@@ -55,6 +65,33 @@ def test_a_batch_lingers_under_load_only_until_its_oldest_records_waited_the_lin
         assert left == 0  # a full batch, or a lone record after a lone one, starts at once
     else:
         assert left == max(0.0, linger - waited)  # records that waited while the last batch ran count it
+
+
+@given(
+    waiting=st.integers(0, 1_000),
+    budget=st.floats(0, 1),
+    per_event=st.floats(0, 0.01),
+)
+def test_a_batch_holds_what_the_budget_buys_while_the_processor_keeps_up(
+    waiting: int, budget: float, per_event: float
+) -> None:
+    limit = _batch_limit(500, waiting, budget, per_event)
+    assert min(_MIN_BATCH, 500) <= limit <= 500
+    if waiting >= 500 or budget == 0 or per_event * 500 <= budget:
+        assert limit == 500  # behind by a full batch, no budget, or a whole batch within it (or no cost yet)
+    else:
+        assert limit == max(_MIN_BATCH, int(budget / per_event))
+        # a costlier record never buys a larger batch
+        assert _batch_limit(500, waiting, budget, per_event * 2) <= limit
+
+
+@given(mean=st.floats(0, 1), sample=st.floats(1e-9, 1))
+def test_the_cost_per_record_follows_recent_batches(mean: float, sample: float) -> None:
+    smoothed = _smoothed(mean, sample)
+    if mean == 0:
+        assert smoothed == sample  # the first measurement is taken as it is
+    else:
+        assert min(mean, sample) <= smoothed <= max(mean, sample)
 
 
 class _Clock:
@@ -167,13 +204,22 @@ class _Record(NamedTuple):
 
 
 def _batch_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrivals: list[float], busy: float
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arrivals: list[float],
+    busy: float = 0.0,
+    size: int = 2,
+    per_record: float = 0.0,
+    budget: float = 0.008,
 ) -> list[tuple[float, int]]:
-    """(clock time, records) of each batch the real bulk processor starts, for fetched runs of two records
-    handed over at ``arrivals`` (a fake clock), each batch taking ``busy`` seconds to process."""
+    """(clock time, records) of each batch the real bulk processor starts, for fetched runs of ``size`` records
+    handed over at ``arrivals`` (a fake clock), each batch taking ``busy`` seconds plus ``per_record`` per
+    record to process (and reporting that time as its processing time)."""
     from streams.worker import bulk
 
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    settings = WorkerSettings(
+        bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev", batch_budget=budget
+    )
     worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
     intake = worker._intake
     now = [0.0]
@@ -183,7 +229,7 @@ def _batch_starts(
     def advance(to: float) -> None:
         while pending and pending[0] <= to:
             now[0] = pending.pop(0)  # handed over at its own time, on the way
-            intake.put(TP("ev", 0), [_Record(0, 1), _Record(1, 1)], 1, 0)
+            intake.put(TP("ev", 0), [_Record(offset, 1) for offset in range(size)], 1, 0)
         now[0] = to
 
     async def sleep(delay: float) -> None:
@@ -195,8 +241,11 @@ def _batch_starts(
 
     async def process(records: list[Any], _source: Any) -> _InFlight:
         starts.append((now[0], len(records)))
-        advance(now[0] + busy)
-        return _flight()
+        took = busy + per_record * len(records)
+        advance(now[0] + took)
+        flight = _flight()
+        flight.busy = took
+        return flight
 
     async def ack(queue: asyncio.Queue[_InFlight], *_: Any) -> None:
         while True:
@@ -238,3 +287,29 @@ def test_records_that_waited_through_a_batch_linger_only_for_the_rest_of_the_lin
     starts = _batch_starts(tmp_path, monkeypatch, arrivals=[0.0, second], busy=0.02)
     assert [n for _, n in starts] == [2, 2]
     assert [at for at, _ in starts] == pytest.approx([0.01, starts_at])
+
+
+def test_batches_below_a_full_one_hold_what_the_processor_applies_within_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 0.1 ms a record, the 8 ms budget buys 80 records. The first batch (no cost measured yet) takes all
+    100 that wait; 100 handed over while it runs go in batches of 80 and 20, so their verdicts wait for 80 records
+    at most, not 100. Without the budget (``--batch-budget 0``) they go in one batch of 100."""
+    assert WorkerSettings(bootstrap="127.0.0.1:1").batch_budget == 0.008
+    arrivals = [0.0] * 10 + [0.012] * 10
+    starts = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001)
+    assert [n for _, n in starts] == [100, 80, 20]
+    assert [at for at, _ in starts] == pytest.approx([0.01, 0.02, 0.028])  # a budget's worth waiting lingers no more
+    unbudgeted = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001, budget=0.0)
+    assert [n for _, n in unbudgeted] == [100, 100]
+
+
+def test_a_full_batch_waiting_is_taken_whole_whatever_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A processor behind by a full batch (here 600 records handed over during the first batch) catches up
+    with the largest batches: 500, then the 100 left, which the budget (80 records) then splits no more than
+    it must."""
+    arrivals = [0.0] * 10 + [0.015] * 60
+    starts = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001)
+    assert [n for _, n in starts] == [100, 500, 80, 20]
