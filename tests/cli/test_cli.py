@@ -115,6 +115,11 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
         2,
         "loopwatch worker: standby replicas must be between 0 and 8: see 'loopwatch worker --help'\n",
     )
+    result = lw(empty, "worker", "--batch-budget", "2")
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch worker: batch budget must be between 0 and 1 second: see 'loopwatch worker --help'\n",
+    )
     result = lw(empty, "simulate")
     assert result.code == 2
     assert result.first_error == (

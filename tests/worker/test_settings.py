@@ -47,3 +47,16 @@ def test_the_app_keeps_as_many_standby_copies_as_configured(tmp_path: Path, coun
     assert worker.app.conf.table_standby_replicas == count
     # the assignor reads the same setting when it hands out standby partitions
     assert worker.app.assignor.replicas == count
+
+
+def test_the_batch_budget_comes_from_the_flag_or_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOOPWATCH_BATCH_BUDGET", raising=False)
+    assert settings(monkeypatch, [], {}).batch_budget == 0.008
+    assert settings(monkeypatch, [], {"LOOPWATCH_BATCH_BUDGET": "0"}).batch_budget == 0.0
+    assert settings(monkeypatch, ["--batch-budget", "0.02"], {"LOOPWATCH_BATCH_BUDGET": "0"}).batch_budget == 0.02
+
+
+@pytest.mark.parametrize("budget", [-0.001, 1.5])
+def test_a_batch_budget_out_of_range_is_a_settings_error(budget: float) -> None:
+    with pytest.raises(SettingsError, match="batch budget must be between 0 and 1 second"):
+        WorkerSettings(batch_budget=budget)
