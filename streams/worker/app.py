@@ -268,12 +268,10 @@ class LoopwatchWorker:
                     if item.error is not None:
                         self._fatal(item.error)
                     return
-                waiting = events.qsize()
-                if linger > 0 and waiting < max_batch and (waiting or last_size > 1):
-                    # Events keep coming, so let the reader fill the queue a little: batch overhead (sends,
-                    # futures, acknowledgements) is paid once per batch. An isolated event (nothing waiting,
-                    # last batch a single event) is processed at once.
-                    await asyncio.sleep(linger)
+                # The bulk path's rule; the queue does not say how long its events have waited, so the whole linger.
+                left = _linger_left(linger, 0.0, events.qsize() + 1, max_batch, last_size)
+                if left > 0:
+                    await asyncio.sleep(left)
                 batch = [item]
                 while len(batch) < max_batch and not events.empty():
                     nxt = events.get_nowait()
@@ -851,7 +849,7 @@ async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> in
 
 
 def _linger_left(linger: float, waited: float, waiting: int, max_batch: int, last_size: int) -> float:
-    """Seconds the bulk processor lets a batch fill before it starts it.
+    """Seconds the processor lets a batch fill before it starts it (``waiting`` counts every record queued).
 
     Under load (more than one record waiting, or the last batch held more than one), the oldest waiting
     records may wait up to ``linger`` for more to come, so per-batch work is paid for more events. Time they
