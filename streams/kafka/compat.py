@@ -64,15 +64,18 @@ full, its topic's partitions are paused in aiokafka until the sink has room, so 
 topics. Whether fetched records are handed over is decided per partition at hand-over (no revocation under
 way, partitions positioned, partition active), because a fetch can outlast a whole rebalance; records not
 handed over while positioned are sought back at once, since aiokafka's position already moved past them and no
-later seek may come.
+later seek may come. Under load, the consumer thread drains a bulk topic's records from aiokafka as each fetch
+response arrives (:func:`take_ahead`), so aiokafka's next fetch is not held back until Faust's loop comes round;
+Faust receives them at its next drain if nothing sought the partition since (:func:`release_ahead`).
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
 ``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow`` for
 remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap``, ``seek_wait`` and revocation for remedy 4) ->
 ``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
-(used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions) and ``on_start``
-(to reach its own group coordinator), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
+(used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions), ``on_start``
+(to reach its own group coordinator and start taking ahead) and ``_fetch_records`` (records taken ahead
+first), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
 Nothing global is patched.
 """
 
@@ -82,12 +85,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.consumer.fetcher import FetchResult
 from aiokafka.errors import IllegalStateError, KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
@@ -135,7 +139,8 @@ class KafkaCompatError(RuntimeError):
 
 @dataclass(frozen=True)
 class CompatOptions:
-    """Which remedies a :class:`CompatTransport` applies (all on by default; off only to show the bugs)."""
+    """Which remedies a :class:`CompatTransport` applies (all on by default; off only to show the bugs or, for
+    ``take_ahead``, to measure what it saves)."""
 
     fix_end_offsets: bool = True
     leave_group_generation_zero: bool = True
@@ -143,6 +148,7 @@ class CompatOptions:
     hold_until_seek: bool = True
     gapless: bool = True
     pause_changelogs: bool = True
+    take_ahead: bool = True
     probe_timeout: float = 15.0
 
 
@@ -329,6 +335,75 @@ async def rewind_uncommitted(
 # --- Faust integration ------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _Ahead:
+    """One partition's records drained from aiokafka before Faust asked for them."""
+
+    records: list[Any]
+    assignment: Any  # the aiokafka ``Assignment`` they were fetched under
+    next_offset: int  # aiokafka's position right after the drain
+
+
+async def take_ahead(fetcher: Any, topics: Container[str], ahead: dict[Any, _Ahead]) -> int:
+    """Drain the fetched records of ``topics``' partitions into ``ahead``, unless Faust is draining them itself.
+
+    aiokafka sends no fetch to a broker while a partition it leads holds undrained records younger than its
+    ``prefetch_backoff``; Faust drains them only when its fetch loop comes round, so under load the next fetch
+    waited for the worker's previous batch. Draining on arrival lets it go out at once. Returns how many
+    partitions were drained. Nothing is taken while Faust waits in its own drain (it takes them then, with no
+    delay), during a reassignment, or for a partition already holding records taken ahead.
+    """
+    subscriptions = fetcher._subscriptions
+    if subscriptions._fetch_count or subscriptions.reassignment_in_progress:
+        return 0
+    subscription = subscriptions.subscription
+    assignment = subscription.assignment if subscription is not None else None
+    if assignment is None or not assignment.active:
+        return 0
+    partitions = {
+        tp
+        for tp, result in fetcher._records.items()
+        if tp.topic in topics and tp not in ahead and type(result) is FetchResult
+    }
+    if not partitions:
+        return 0
+    drained = await fetcher.fetched_records(partitions, timeout=0)
+    for tp, records in drained.items():
+        ahead[tp] = _Ahead(records, assignment, assignment.state_value(tp).position)
+    return len(drained)
+
+
+def release_ahead(
+    ahead: dict[Any, _Ahead], active_partitions: Container[Any] | None
+) -> tuple[dict[Any, list[Any]], int]:
+    """The records taken ahead that Faust may have now, and how many partitions' records were discarded.
+
+    aiokafka's own rule for fetched records (``FetchResult.check_assignment``), applied at hand-over: valid while
+    their assignment is active and the partition's position is still where the drain left it, so any seek
+    since (a rebalance, a re-read) discards them and the partition is read again from where it was sought.
+    Records of a partition Faust does not ask for, or that is paused, wait for the next call.
+    """
+    released: dict[Any, list[Any]] = {}
+    discarded = 0
+    for tp, entry in list(ahead.items()):
+        assignment = entry.assignment
+        if not assignment.active:
+            del ahead[tp]
+            discarded += 1
+            continue
+        if active_partitions is not None and tp not in active_partitions:
+            continue
+        state = assignment.state_value(tp)
+        if state.paused:
+            continue
+        del ahead[tp]
+        if state.position == entry.next_offset:
+            released[tp] = entry.records
+        else:
+            discarded += 1
+    return released, discarded
+
+
 class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's aiokafka consumer thread with checked end offsets and LeaveGroup on close."""
 
@@ -342,6 +417,47 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer = self._consumer
         if self.compat_options.leave_group_generation_zero and consumer is not None and not self.app.client_only:
             _leave_group_even_for_generation_zero(consumer)
+        self._ahead: dict[Any, _Ahead] = {}
+        if self.compat_options.take_ahead and consumer is not None and not self.app.client_only:
+            if all(hasattr(consumer._fetcher, name) for name in ("_records", "_create_fetch_waiter", "_subscriptions")):
+                self.add_future(self._take_ahead(consumer._fetcher))
+            else:
+                log.warning("aiokafka's fetcher changed: fetched records are no longer taken ahead")
+
+    async def _take_ahead(self, fetcher: Any) -> None:
+        """Take the bulk topics' records as each fetch response arrives (see :func:`take_ahead`)."""
+        bulk = cast(CompatConsumer, self.consumer)._bulk
+        try:
+            while not self.should_stop:
+                waiter = fetcher._create_fetch_waiter()
+                done, _ = await asyncio.wait({waiter}, timeout=1.0)
+                if not done:
+                    waiter.cancel()
+                elif self.consumer.flow_active:
+                    await take_ahead(fetcher, bulk, self._ahead)
+        except Exception:  # Faust's own fetch loop still takes every record, only later
+            log.exception("taking fetched records ahead stopped")
+
+    async def _fetch_records(
+        self, consumer: Any, active_partitions: Any, timeout: float | None = None, max_records: int | None = None
+    ) -> Any:
+        """Faust's drain, preceded by the records taken ahead that are still valid (:func:`release_ahead`)."""
+        if not self._ahead or not self.consumer.flow_active:
+            return await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
+        released, discarded = release_ahead(self._ahead, active_partitions)
+        if discarded:
+            log.debug("records taken ahead of %d partition(s) discarded: sought or revoked since", discarded)
+        if not released:
+            return await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
+        if max_records is not None:
+            max_records -= sum(map(len, released.values()))
+            if max_records <= 0:
+                return released
+        records = await super()._fetch_records(consumer, active_partitions, timeout=0, max_records=max_records)
+        for tp, later in records.items():
+            earlier = released.get(tp)
+            released[tp] = earlier + later if earlier else later
+        return released
 
     async def seek_to_committed(self) -> Mapping[Any, int]:
         """Seek to committed offsets; stream partitions without one go back to the reset position."""
@@ -907,6 +1023,7 @@ def apply_kafka_compat(
     hold_until_seek: bool = True,
     gapless: bool = True,
     pause_changelogs: bool = True,
+    take_ahead: bool = True,
     probe_timeout: float = 15.0,
 ) -> bool:
     """Install the remedies into a ``faust.App``; call right after creating it, before it starts.
@@ -922,6 +1039,7 @@ def apply_kafka_compat(
         hold_until_seek=hold_until_seek,
         gapless=gapless,
         pause_changelogs=pause_changelogs,
+        take_ahead=take_ahead,
         probe_timeout=probe_timeout,
     )
     current = getattr(app, "_transport", None)

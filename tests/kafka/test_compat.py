@@ -503,6 +503,155 @@ def test_aiokafka_drops_what_it_fetched_for_a_paused_partition_without_moving_pa
     run(scenario())
 
 
+# --- taking fetched records ahead ------------------------------------------------------------------------------
+
+
+def drain_only(offsets: dict[int, list[int]]) -> Any:
+    """aiokafka's real fetcher drain (``fetched_records``) over fetched ``offsets`` per partition of ``ev``, with
+    its real subscription state; every partition positioned at its first fetched offset. No broker, no fetch task.
+    """
+    from aiokafka import TopicPartition
+    from aiokafka.consumer.fetcher import Fetcher, FetchResult
+    from aiokafka.consumer.subscription_state import SubscriptionState
+
+    class DrainOnly(Fetcher):  # type: ignore[misc]
+        def __init__(self) -> None:  # only what the drain reads; the broker side never starts
+            self._subscriptions = SubscriptionState()
+            self._records: dict[Any, Any] = {}
+            self._wait_consume_future = None
+            self._closed = False
+
+        def fetched(self, partition: int, offsets: list[int]) -> None:
+            tp = TopicPartition("ev", partition)
+            assignment = self._subscriptions.subscription.assignment
+
+            class Fetched:  # aiokafka's PartitionRecords as the drain sees it
+                next_fetch_offset = offsets[0]
+
+                def __iter__(self) -> Any:
+                    for offset in offsets:
+                        self.next_fetch_offset = offset + 1
+                        yield record(TP("ev", partition), offset)
+
+            self._records[tp] = FetchResult(tp, assignment=assignment, partition_records=Fetched(), backoff=0.1)
+
+    fetcher = DrainOnly()
+    fetcher._subscriptions.assign_from_user({TopicPartition("ev", p) for p in (0, 1)} | {TopicPartition("cl", 0)})
+    assignment = fetcher._subscriptions.subscription.assignment
+    for partition, fetched in offsets.items():
+        assignment.state_value(TopicPartition("ev", partition)).seek(fetched[0])
+        fetcher.fetched(partition, fetched)
+    return fetcher
+
+
+def offsets_of(records: Mapping[Any, list[Any]]) -> dict[int, list[int]]:
+    return {tp.partition: [r.offset for r in recs] for tp, recs in records.items()}
+
+
+def test_records_are_taken_ahead_on_arrival_and_handed_to_faust_unchanged() -> None:
+    """Taken: aiokafka's queue for the partition is empty (its next fetch goes out) and its position moved on."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import release_ahead, take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5, 6, 7], 1: [3]})
+        ahead: dict[Any, Any] = {}
+        assert await take_ahead(fetcher, {"ev"}, ahead) == 2
+        assert fetcher._records == {}
+        assignment = fetcher._subscriptions.subscription.assignment
+        assert assignment.state_value(TopicPartition("ev", 0)).position == 8
+        released, discarded = release_ahead(ahead, None)
+        assert offsets_of(released) == {0: [5, 6, 7], 1: [3]} and discarded == 0 and ahead == {}
+
+    run(scenario())
+
+
+def test_nothing_is_taken_ahead_while_faust_drains_or_from_other_topics() -> None:
+    from streams.kafka.compat import take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5]})
+        ahead: dict[Any, Any] = {}
+        with fetcher._subscriptions.fetch_context():  # Faust is waiting in its own drain: it takes them at once
+            assert await take_ahead(fetcher, {"ev"}, ahead) == 0
+        assert await take_ahead(fetcher, {"other"}, ahead) == 0
+        assert len(fetcher._records) == 1 and ahead == {}
+
+    run(scenario())
+
+
+def test_records_taken_ahead_are_discarded_after_a_seek_or_a_new_assignment() -> None:
+    """aiokafka's own validity rule: a seek since the drain (a re-read, a rebalance) means they are read again
+    from where the partition was sought; records of a new assignment never mix with an old one's."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import release_ahead, take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5, 6], 1: [3, 4]})
+        ahead: dict[Any, Any] = {}
+        await take_ahead(fetcher, {"ev"}, ahead)
+        assignment = fetcher._subscriptions.subscription.assignment
+        assignment.state_value(TopicPartition("ev", 0)).seek(5)
+        released, discarded = release_ahead(ahead, None)
+        assert offsets_of(released) == {1: [3, 4]} and discarded == 1
+        fetcher.fetched(0, [5, 6])
+        await take_ahead(fetcher, {"ev"}, ahead)
+        fetcher._subscriptions.assign_from_user({TopicPartition("ev", 0)})  # the old assignment ends
+        assert release_ahead(ahead, None) == ({}, 1) and ahead == {}
+
+    run(scenario())
+
+
+def test_records_taken_ahead_wait_while_their_partition_is_paused_or_not_asked_for() -> None:
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import release_ahead, take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5, 6], 1: [3]})
+        ahead: dict[Any, Any] = {}
+        await take_ahead(fetcher, {"ev"}, ahead)
+        state = fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0))
+        state.pause()
+        assert offsets_of(release_ahead(ahead, {TP("ev", 0)})[0]) == {}
+        assert offsets_of(release_ahead(ahead, {TP("ev", 1)})[0]) == {1: [3]}
+        state.resume()
+        assert offsets_of(release_ahead(ahead, None)[0]) == {0: [5, 6]}
+
+    run(scenario())
+
+
+def test_faust_receives_records_taken_ahead_before_those_it_drains_within_its_record_limit() -> None:
+    """The consumer thread's drain: taken-ahead records first, then aiokafka's, contiguous per partition; a
+    drain whose limit the taken-ahead records fill does not drain aiokafka at all."""
+    from streams.kafka.compat import take_ahead
+
+    consumer, _ = consumer_of()
+    consumer.resume_flow()
+    thread = cast(Any, consumer._thread)
+    thread._ahead = {}
+
+    async def scenario() -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:
+        fetcher = drain_only({0: [5, 6]})
+        aio = type("Aio", (), {"_fetcher": fetcher, "_closed": False})()
+        await take_ahead(fetcher, {"ev"}, thread._ahead)
+        fetcher.fetched(0, [7, 8])  # the fetch that went out at once
+        first = offsets_of(await thread._fetch_records(aio, None, timeout=1.0))
+        fetcher.fetched(0, [9, 10])
+        await take_ahead(fetcher, {"ev"}, thread._ahead)
+        fetcher.fetched(0, [11])
+        limited = offsets_of(await thread._fetch_records(aio, None, timeout=1.0, max_records=2))
+        rest = offsets_of(await thread._fetch_records(aio, None, timeout=0))
+        return first, limited, rest
+
+    first, limited, rest = run(scenario())
+    assert first == {0: [5, 6, 7, 8]}
+    assert limited == {0: [9, 10]}
+    assert rest == {0: [11]}
+
+
 # --- standby changelogs in bulk --------------------------------------------------------------------------------
 
 STANDBY = CHANGELOG[1]
