@@ -95,7 +95,7 @@ _STEP_IDLE = 0.05  # ...but it stops once no batch came for this long: the traff
 _STEP_POLL = 0.02  # seconds between looks at the processed batches and the intake, while a step waits
 _MIN_BATCH = 20  # records a budgeted batch holds at least, so its per-batch work stays a small share
 _COST_WEIGHT = 0.2  # weight of the newest batch in the processor's smoothed cost per record
-_GC_YOUNG = 20_000  # allocations between young-generation collections (Python's default is 700; see _run_agent)
+_GC_YOUNG = 200_000  # net allocations between young-generation collections (Python's default: 700; _run_agent)
 
 
 class _ReaderStopped:
@@ -240,9 +240,11 @@ class LoopwatchWorker:
         # it out of the cyclic garbage collector's full passes, which otherwise pause the loop for ~70 ms.
         gc.collect()
         gc.freeze()
-        # A batch allocates tens of container objects per event, so at the default 700 the young generation
-        # was collected hundreds of times a second and a full pass (7-37 ms) came every half second at
-        # 10,000 events/s; cycles are rare here, so collecting less often frees the same memory a little later.
+        # A batch allocates tens of container objects per event: at the default 700 the young generation was
+        # collected hundreds of times a second, and a full pass (7-37 ms) came every half second at 10,000
+        # events/s. A young pass walks every container still alive since the last one (the batches in
+        # flight), 12-18 ms per pass, and found no garbage here. Cycles are rare, so they wait for growth
+        # beyond what batches in flight hold (docs/performance.md, "The young collections").
         gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
         if self.bulk:
             await self._run_bulk()
