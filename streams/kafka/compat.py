@@ -419,15 +419,13 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             _leave_group_even_for_generation_zero(consumer)
         self._ahead: dict[Any, _Ahead] = {}
         if self.compat_options.take_ahead and consumer is not None and not self.app.client_only:
-            if all(hasattr(consumer._fetcher, name) for name in ("_records", "_create_fetch_waiter", "_subscriptions")):
-                self.add_future(self._take_ahead(consumer._fetcher))
-            else:
-                log.warning("aiokafka's fetcher changed: fetched records are no longer taken ahead")
+            self.add_future(self._take_ahead(consumer))
 
-    async def _take_ahead(self, fetcher: Any) -> None:
+    async def _take_ahead(self, consumer: Any) -> None:
         """Take the bulk topics' records as each fetch response arrives (see :func:`take_ahead`)."""
         bulk = cast(CompatConsumer, self.consumer)._bulk
-        try:
+        try:  # also where a change of aiokafka's fetcher internals shows up
+            fetcher = consumer._fetcher
             while not self.should_stop:
                 waiter = fetcher._create_fetch_waiter()
                 done, _ = await asyncio.wait({waiter}, timeout=1.0)
@@ -442,11 +440,11 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         self, consumer: Any, active_partitions: Any, timeout: float | None = None, max_records: int | None = None
     ) -> Any:
         """Faust's drain, preceded by the records taken ahead that are still valid (:func:`release_ahead`)."""
-        if not self._ahead or not self.consumer.flow_active:
-            return await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
-        released, discarded = release_ahead(self._ahead, active_partitions)
-        if discarded:
-            log.debug("records taken ahead of %d partition(s) discarded: sought or revoked since", discarded)
+        released: dict[Any, list[Any]] = {}
+        if self._ahead and self.consumer.flow_active:
+            released, discarded = release_ahead(self._ahead, active_partitions)
+            if discarded:
+                log.debug("records taken ahead of %d partition(s) discarded: sought or revoked since", discarded)
         if not released:
             return await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
         if max_records is not None:

@@ -243,7 +243,7 @@ class LoopwatchWorker:
         # A batch allocates tens of container objects per event: at the default 700 the young generation was
         # collected hundreds of times a second, and a full pass (7-37 ms) came every half second at 10,000
         # events/s. A young pass walks every container still alive since the last one (the batches in
-        # flight), 12-18 ms per pass, and found no garbage here. Cycles are rare, so they wait for growth
+        # flight), 6-18 ms per pass, and found no garbage here. Cycles are rare, so they wait for growth
         # beyond what batches in flight hold (docs/performance.md, "The young collections").
         gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
         if self.bulk:
