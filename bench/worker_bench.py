@@ -79,10 +79,20 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
+def _stat_cpu(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return _stat_cpu(Path(f"/proc/{pid}/stat"))
+
+
+def loop_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a worker's main thread, the one running its event loop (Faust's consumer has its
+    own thread): the split shows whether a cost is the processing or the fetching."""
+    return _stat_cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def free_port() -> int:
@@ -174,6 +184,7 @@ class Result:
         self.events = events
         self.seconds = seconds
         self.cpu = cpu
+        self.loop_cpu = float("nan")  # of the workers' event-loop threads over the window
         self.cores = (0.0, 0.0)  # of the workers and the broker over the window (group runs)
 
     @property
@@ -187,6 +198,12 @@ class Result:
     @property
     def cpu_per_event_us(self) -> float:
         return self.cpu / self.events * 1e6 if self.events else float("nan")
+
+    @property
+    def split_text(self) -> str:
+        """CPU per event of the event-loop thread and of the other threads."""
+        loop_us = self.loop_cpu / self.events * 1e6 if self.events else float("nan")
+        return f"event-loop thread {loop_us:.0f} µs, other threads {self.cpu_per_event_us - loop_us:.0f} µs"
 
     def line(self) -> str:
         return (
@@ -294,6 +311,16 @@ def changelog_of(prefix: str) -> str:
     return changelog_topic(f"{prefix}-lw")
 
 
+class Window(NamedTuple):
+    """What a :func:`watch_until_done` window took."""
+
+    events: int
+    seconds: float
+    cpu: float  # CPU seconds of all workers
+    broker: float  # CPU seconds of the broker process (0 when not watched)
+    loop: float  # CPU seconds of the workers' event-loop threads (:func:`loop_cpu_seconds`)
+
+
 async def watch_until_done(
     watch: ChangelogWatch,
     procs: Sequence[subprocess.Popen[bytes]],
@@ -302,18 +329,20 @@ async def watch_until_done(
     start_after: asyncio.Future[Any] | None = None,
     timeout: float = 600.0,
     broker_pid: int | None = None,
-) -> tuple[int, float, float, float]:
-    """Poll until ``span`` is processed: (events, seconds, CPU seconds of all workers, CPU seconds of the
-    broker process when ``broker_pid`` is given, else 0) of the window.
+) -> Window:
+    """Poll until ``span`` is processed; what the window took.
 
     The window opens at the first progress seen (after ``start_after`` is done, when given: e.g. the end of
     producing the backlog) and closes when the last event of every partition is covered by a stored state.
     """
     total = sum(last - first + 1 for first, last in span.values())
-    first: tuple[float, float, int, float] | None = None
+    first: tuple[float, float, int, float, float] | None = None
 
     def broker_cpu() -> float:
         return cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+
+    def loop_cpu() -> float:
+        return sum(loop_cpu_seconds(p.pid) for p in procs)
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -322,10 +351,10 @@ async def watch_until_done(
         now = time.monotonic()
         ready = start_after is None or start_after.done()
         if first is None and ready and n > 0:
-            first = (now, sum(cpu_seconds(p.pid) for p in procs), n, broker_cpu())
+            first = (now, sum(cpu_seconds(p.pid) for p in procs), n, broker_cpu(), loop_cpu())
         if n >= total and first is not None:
             cpu = sum(cpu_seconds(p.pid) for p in procs) - first[1]
-            return total - first[2], now - first[0], cpu, broker_cpu() - first[3]
+            return Window(total - first[2], now - first[0], cpu, broker_cpu() - first[3], loop_cpu() - first[4])
         for proc in procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"a worker exited with {proc.returncode}; see its log")
@@ -366,12 +395,13 @@ def run_worker(
         watch = ChangelogWatch(bootstrap, changelog_of(prefix), partitions)
         await watch.start()
         try:
-            events, seconds, cpu, _ = await watch_until_done(watch, [proc], span)
+            window = await watch_until_done(watch, [proc], span)
             for _ in range(10):  # the last writes of runs whose final event was not their partition's last
                 await watch.poll()
         finally:
             await watch.stop()
-        result = Result(label or f"(a) loopwatch worker, {delivery}", events, seconds, cpu)
+        result = Result(label or f"(a) loopwatch worker, {delivery}", window.events, window.seconds, window.cpu)
+        result.loop_cpu = window.loop
         result.sizes = sorted(watch.sizes.values())  # type: ignore[attr-defined]
         result.writes_per_event = len(watch.writes) / len(records)  # type: ignore[attr-defined]
         return result
@@ -436,7 +466,7 @@ def run_group(
             while not produced.done():  # keep the watch current while the backlog is written
                 await watch.poll()
             span = span_future.result()
-            events, seconds, cpu, broker = await watch_until_done(
+            events, seconds, cpu, broker, _ = await watch_until_done(
                 watch, procs, span, start_after=produced, broker_pid=broker_pid
             )
         finally:
@@ -460,6 +490,7 @@ class LatencyRun(NamedTuple):
 
     samples: dict[str, list[float]]
     cpu_us: float  # the worker's CPU per event over the traffic
+    loop_us: float  # of which its event-loop thread's (:func:`loop_cpu_seconds`)
     batch: float  # its mean batch over the traffic
     wait: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_batch_wait_seconds over the traffic
     lag: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_event_loop_lag_seconds over the traffic
@@ -538,6 +569,7 @@ def latency_run(
             before = scrape(port)  # one scrape each side of the traffic: its cost is a few ms of the worker's CPU
             pids = {"worker": proc.pid, **({"broker": broker_pid} if broker_pid else {})}
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            loop_before = loop_cpu_seconds(proc.pid)
             own_before, wall_before = time.process_time(), time.monotonic()
             verdicts: list[tuple[int, int, int, float]] = []  # (partition, offset, verdict timestamp, received)
             stop_reading = asyncio.Event()
@@ -601,6 +633,7 @@ def latency_run(
                 await asyncio.sleep(0.1)  # every state stored (the follow task polls the changelog)
             wall = time.monotonic() - wall_before
             used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+            loop_us = (loop_cpu_seconds(proc.pid) - loop_before) / len(traffic) * 1e6
             used["benchmark"] = time.process_time() - own_before
             after = scrape(port)
             await asyncio.sleep(1.0)  # and the last verdicts read
@@ -614,7 +647,7 @@ def latency_run(
             cpu_us = used["worker"] / len(traffic) * 1e6
             # interpolated in their buckets as Prometheus does, so only as fine as the buckets
             wait, lag = (quantiles_ms(before, after, name) for name in ("batch_wait", "event_loop_lag"))
-            return LatencyRun(samples, cpu_us, mean_batch(after, before), wait, lag, cores, len(traffic))
+            return LatencyRun(samples, cpu_us, loop_us, mean_batch(after, before), wait, lag, cores, len(traffic))
 
         return asyncio.run(run())
     finally:
@@ -901,6 +934,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # polling runs during the window, so this is the per-event work without it (an estimate).
             net_us = a.cpu_per_event_us - idle_ms * 1000 / a.rate
             column["(a) CPU/event less the idle CPU over the window"] = f"{net_us:.0f} µs"
+            # Next to the same split at half of (a): what the live traffic costs more is the processing (the
+            # event-loop thread) or the fetching (the consumer's thread).
+            print(f"  (a) CPU/event: {a.split_text}")
+            column["(a) CPU/event, event-loop thread / other threads"] = a.split_text
             column["(a) events per batch, mean"] = f"{a.mean_batch:.0f}"  # type: ignore[attr-defined]
             # Each batch writes one state per run it touched: the fewer events a run has in a batch, the more
             # of the per-run work (table read, state encode, store write, changelog record) each event pays.
@@ -1010,7 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             fleet = args.latency_gateways or fleet_for(args.events)
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples, cpu_us, batch, wait, lag, cores, events = latency_run(
+                samples, cpu_us, loop_us, batch, wait, lag, cores, events = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
                     fleet, broker.pid,
                 )  # fmt: skip
@@ -1022,7 +1059,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 writes = len(samples.get("write", [])) / events
                 print(
-                    f"    worker CPU {cpu_us:.0f} µs/event, {batch:.0f} events per batch on average, "
+                    f"    worker CPU {cpu_us:.0f} µs/event (event-loop thread {loop_us:.0f} µs, other threads "
+                    f"{cpu_us - loop_us:.0f} µs), {batch:.0f} events per batch on average, "
                     f"{writes:.2f} state writes per event"
                 )
                 used = ", ".join(f"{name} {share:.2f}" for name, share in cores.items())
@@ -1054,6 +1092,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 column[f"at {at}: worker CPU/event, batch, state writes per event"] = (
                     f"{cpu_us:.0f} µs, {batch:.0f}, {writes:.2f}"
+                )
+                column[f"at {at}: worker CPU/event, event-loop thread / other threads"] = (
+                    f"{loop_us:.0f} / {cpu_us - loop_us:.0f} µs"
                 )
                 column[f"at {at}: cores used by " + ", ".join(cores)] = ", ".join(f"{v:.2f}" for v in cores.values())
                 if n == 0:
