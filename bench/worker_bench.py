@@ -201,9 +201,9 @@ class Result:
 
     @property
     def split_text(self) -> str:
-        """CPU per event of the event-loop thread and of the other threads."""
+        """CPU per event of the event-loop thread / of the other threads."""
         loop_us = self.loop_cpu / self.events * 1e6 if self.events else float("nan")
-        return f"event-loop thread {loop_us:.0f} µs, other threads {self.cpu_per_event_us - loop_us:.0f} µs"
+        return f"{loop_us:.0f} / {self.cpu_per_event_us - loop_us:.0f} µs"
 
     def line(self) -> str:
         return (
@@ -936,7 +936,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             column["(a) CPU/event less the idle CPU over the window"] = f"{net_us:.0f} µs"
             # Next to the same split at half of (a): what the live traffic costs more is the processing (the
             # event-loop thread) or the fetching (the consumer's thread).
-            print(f"  (a) CPU/event: {a.split_text}")
+            print(f"  (a) CPU/event, event-loop thread / other threads: {a.split_text}")
             column["(a) CPU/event, event-loop thread / other threads"] = a.split_text
             column["(a) events per batch, mean"] = f"{a.mean_batch:.0f}"  # type: ignore[attr-defined]
             # Each batch writes one state per run it touched: the fewer events a run has in a batch, the more
