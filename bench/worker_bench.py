@@ -95,6 +95,11 @@ def loop_cpu_seconds(pid: int) -> float:
     return _stat_cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
+def split_text(cpu_us: float, loop_us: float) -> str:
+    """CPU per event of the event-loop thread / of the other threads, as the tables show it."""
+    return f"{loop_us:.0f} / {cpu_us - loop_us:.0f} µs"
+
+
 def free_port() -> int:
     from streams.devbroker import free_port as _free
 
@@ -203,7 +208,7 @@ class Result:
     def split_text(self) -> str:
         """CPU per event of the event-loop thread / of the other threads."""
         loop_us = self.loop_cpu / self.events * 1e6 if self.events else float("nan")
-        return f"{loop_us:.0f} / {self.cpu_per_event_us - loop_us:.0f} µs"
+        return split_text(self.cpu_per_event_us, loop_us)
 
     def line(self) -> str:
         return (
@@ -338,6 +343,9 @@ async def watch_until_done(
     total = sum(last - first + 1 for first, last in span.values())
     first: tuple[float, float, int, float, float] | None = None
 
+    def workers_cpu() -> float:
+        return sum(cpu_seconds(p.pid) for p in procs)
+
     def broker_cpu() -> float:
         return cpu_seconds(broker_pid) if broker_pid is not None else 0.0
 
@@ -351,9 +359,9 @@ async def watch_until_done(
         now = time.monotonic()
         ready = start_after is None or start_after.done()
         if first is None and ready and n > 0:
-            first = (now, sum(cpu_seconds(p.pid) for p in procs), n, broker_cpu(), loop_cpu())
+            first = (now, workers_cpu(), n, broker_cpu(), loop_cpu())
         if n >= total and first is not None:
-            cpu = sum(cpu_seconds(p.pid) for p in procs) - first[1]
+            cpu = workers_cpu() - first[1]
             return Window(total - first[2], now - first[0], cpu, broker_cpu() - first[3], loop_cpu() - first[4])
         for proc in procs:
             if proc.poll() is not None:
@@ -1093,9 +1101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column[f"at {at}: worker CPU/event, batch, state writes per event"] = (
                     f"{cpu_us:.0f} µs, {batch:.0f}, {writes:.2f}"
                 )
-                column[f"at {at}: worker CPU/event, event-loop thread / other threads"] = (
-                    f"{loop_us:.0f} / {cpu_us - loop_us:.0f} µs"
-                )
+                column[f"at {at}: worker CPU/event, event-loop thread / other threads"] = split_text(cpu_us, loop_us)
                 column[f"at {at}: cores used by " + ", ".join(cores)] = ", ".join(f"{v:.2f}" for v in cores.values())
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
