@@ -82,6 +82,7 @@ log = logging.getLogger(__name__)
 #: Exit status when the worker stops itself after an unrecoverable processing or delivery error.
 EXIT_FATAL = 70
 _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event processing for long
+_STORE_CHUNK = 32  # runs a store step encodes and writes per lock hold, about 2 ms (see _store)
 _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
 _MAX_FETCH_BYTES = 4 * 1024 * 1024  # above the 1 MiB event limit, so oversized records still arrive
 _MAX_IN_FLIGHT = 8
@@ -532,28 +533,38 @@ class LoopwatchWorker:
     async def _store(self, flights: Sequence[_InFlight]) -> tuple[Any, list[int]] | None:
         """Write confirmed batches' newest state of each run to the table and send its changelog record; returns
         the future of the changelog confirmations and their partitions, or None once the table is shutting
-        down."""
-        newest = newest_states((flight.now_ms, flight.writes) for flight in flights).values()
-        async with self._lock:
-            if self.table.should_stop:
-                return None
-            data = self.table.data
-            pending = self._pending_states
-            wrote = self._expiry.wrote
-            encode = self.processor.encode
-            values = []
-            for (key, run, partition, event), now_ms in newest:
-                value = encode(key, run)
-                with as_current_event(event):
-                    data[key] = value
-                wrote(key, now_ms, len(key) + len(value))
-                if pending.get(key) is run:  # no later batch has a newer state for this run
-                    del pending[key]
-                values.append((key, value, partition))
-            send = self.app.producer.send
-            changelog = self.changelog_topic
-            futures = [await send(changelog, key, value, p, None, None) for key, value, p in values]
-        return asyncio.gather(*futures), [p for _, _, p in values]
+        down.
+
+        A step stores a few hundred runs live, about 10 ms of encoding and writing: it holds the lock for
+        ``_STORE_CHUNK`` runs at a time, so a batch whose events are waiting goes between two chunks instead
+        of after the whole step (only these states and the commit wait for the step). Each run's write and
+        its overlay entry change together under the lock, so a batch reads either this state or a newer one.
+        """
+        newest = list(newest_states((flight.now_ms, flight.writes) for flight in flights).values())
+        futures: list[Any] = []
+        partitions: list[int] = []
+        for start in range(0, len(newest), _STORE_CHUNK):
+            if start:
+                await asyncio.sleep(0)  # a batch waiting for the lock takes it now
+            async with self._lock:
+                if self.table.should_stop:
+                    return None
+                data = self.table.data
+                pending = self._pending_states
+                wrote = self._expiry.wrote
+                encode = self.processor.encode
+                send = self.app.producer.send
+                changelog = self.changelog_topic
+                for (key, run, partition, event), now_ms in newest[start : start + _STORE_CHUNK]:
+                    value = encode(key, run)
+                    with as_current_event(event):
+                        data[key] = value
+                    wrote(key, now_ms, len(key) + len(value))
+                    if pending.get(key) is run:  # no later batch has a newer state for this run
+                        del pending[key]
+                    futures.append(await send(changelog, key, value, partition, None, None))
+                    partitions.append(partition)
+        return asyncio.gather(*futures), partitions
 
     async def _process(self, records: list[InputRecord], source: Callable[[int], Any]) -> _InFlight | None:
         """Apply one batch and send its verdicts and dead letters; the acker does the rest.

@@ -22,6 +22,7 @@ from streams.worker.app import (
     _MIN_BATCH,
     _STEP_IDLE,
     _STEP_WINDOW,
+    _STORE_CHUNK,
     LoopwatchWorker,
     _batch_limit,
     _gathering,
@@ -29,6 +30,7 @@ from streams.worker.app import (
     _linger_left,
     _smoothed,
 )
+from streams.worker.event_context import source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import WorkerSettings
 
@@ -313,3 +315,50 @@ def test_a_full_batch_waiting_is_taken_whole_whatever_the_budget(
     arrivals = [0.0] * 10 + [0.015] * 60
     starts = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001)
     assert [n for _, n in starts] == [100, 500, 80, 20]
+
+
+def test_a_store_step_lets_a_waiting_batch_take_the_lock_between_its_chunks(tmp_path: Path) -> None:
+    """A live store step writes a few hundred runs; a batch waiting for the table lock goes after at most
+    ``_STORE_CHUNK`` of them, not after the whole step, and sees every run either stored or still pending."""
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    runs = 2 * _STORE_CHUNK + 5
+    keys = [b"run-%d" % i for i in range(runs)]
+    states = {key: object() for key in keys}
+    seen: list[int] = []
+    data: dict[bytes, bytes] = {}
+
+    class _Table:
+        should_stop = False
+
+    class _Producer:
+        async def send(self, *_: Any) -> asyncio.Future[Any]:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+    table = _Table()
+    table.data = data  # type: ignore[attr-defined]
+    worker.table = table  # type: ignore[assignment]
+    worker.app.producer = _Producer()  # type: ignore[assignment]
+    worker.processor.encode = lambda key, run: b"state"  # type: ignore[method-assign]
+
+    async def run() -> None:
+        worker._pending_states.update(states)  # type: ignore[arg-type]
+        flight = _flight()
+        source = source_partition("ev", 0)
+        flight.writes = [(key, states[key], 0, source) for key in keys]  # type: ignore[misc]
+
+        async def batch() -> None:  # ready while the step writes its first chunk
+            async with worker._lock:
+                seen.append(len(data))
+                assert all((key in data) != (key in worker._pending_states) for key in keys)
+
+        waiting = asyncio.ensure_future(batch())
+        step = await worker._store([flight])
+        assert step is not None
+        await waiting
+
+    asyncio.run(run())
+    assert seen == [_STORE_CHUNK]
+    assert sorted(data) == sorted(keys) and not worker._pending_states
