@@ -6,10 +6,10 @@ Three tasks per worker (see :mod:`streams.worker.processing` for what is decided
    records to :mod:`streams.worker.bulk`, skipping Faust's per-record message, event and stream work; with
    ``--delivery stream`` a *reader* iterates the agent's stream with acknowledgements off
    (``stream.noack()``) and queues events;
-2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load it lets
-   the queue fill for ``batch_linger`` first), so batches grow with load and cost no waiting at low load. While
-   it keeps up, a bulk batch holds only about ``batch_budget`` seconds of work (:func:`_batch_limit`): a
-   batch's verdicts wait for all of it.
+2. *processor*: takes whatever has queued up (at least one event, at most ``max_batch``; under load, while
+   fewer than ``LINGER_ENOUGH`` wait, it lets the queue fill for up to ``batch_linger`` first), so batches
+   grow with load and cost no waiting at low load. While it keeps up, a bulk batch holds only about
+   ``batch_budget`` seconds of work (:func:`_batch_limit`): a batch's verdicts wait for all of it.
    Per run it reads the state once and computes the new one (kept, decoded, in a pending overlay until
    stored), then it *sends* the batch's verdicts, their storm signals (:mod:`streams.worker.storms`) and
    its dead letters and moves on to the next batch;
@@ -73,7 +73,7 @@ from streams.worker.processing import (
     newest_states,
     plan_batch,
 )
-from streams.worker.settings import DEFAULT_WEB_PORT, WorkerSettings
+from streams.worker.settings import DEFAULT_WEB_PORT, LINGER_ENOUGH, WorkerSettings
 from streams.worker.storms import StormWatch
 from streams.worker.topics import raw_topic
 
@@ -272,7 +272,7 @@ class LoopwatchWorker:
                         self._fatal(item.error)
                     return
                 # The bulk path's rule; the queue does not say how long its events have waited, so the whole linger.
-                left = _linger_left(linger, 0.0, events.qsize() + 1, max_batch, last_size)
+                left = _linger_left(linger, 0.0, events.qsize() + 1, min(max_batch, LINGER_ENOUGH), last_size)
                 if left > 0:
                     await asyncio.sleep(left)
                 batch = [item]
@@ -446,9 +446,10 @@ class LoopwatchWorker:
             while True:
                 await intake.wait()
                 limit = _batch_limit(max_batch, intake.waiting(), budget, per_event)
-                left = _linger_left(linger, intake.waited(), intake.waiting(), limit, last_size)
+                enough = min(limit, LINGER_ENOUGH)
+                left = _linger_left(linger, intake.waited(), intake.waiting(), enough, last_size)
                 if left > 0:
-                    await asyncio.sleep(left)  # let a growing batch fill
+                    await intake.fill(enough, left)  # let a growing batch fill
                     limit = _batch_limit(max_batch, intake.waiting(), budget, per_event)
                 epoch = consumer.bulk_epoch
                 taken = intake.take(limit)
@@ -861,16 +862,17 @@ async def _earliest(consumer: CompatConsumer, tp: Any, attempts: int = 10) -> in
     raise AssertionError("unreachable")
 
 
-def _linger_left(linger: float, waited: float, waiting: int, max_batch: int, last_size: int) -> float:
+def _linger_left(linger: float, waited: float, waiting: int, enough: int, last_size: int) -> float:
     """Seconds the processor lets a batch fill before it starts it (``waiting`` counts every record queued).
 
     Under load (more than one record waiting, or the last batch held more than one), the oldest waiting
     records may wait up to ``linger`` for more to come, so per-batch work is paid for more events. Time they
     already spent queued, while the previous batch was processed, counts: records that waited that long
-    start at once, and batches still grow with the load. A full batch, or a lone record after a lone one,
-    never waits.
+    start at once, and batches still grow with the load. ``enough`` records (a full batch, or
+    ``LINGER_ENOUGH``: per-batch work is then a small share) never wait, and the bulk processor stops waiting
+    once they are queued (:meth:`BulkIntake.fill`); nor does a lone record after a lone one.
     """
-    if linger <= 0 or waiting >= max_batch or (waiting <= 1 and last_size <= 1):
+    if linger <= 0 or waiting >= enough or (waiting <= 1 and last_size <= 1):
         return 0.0
     return max(0.0, linger - waited)
 

@@ -104,6 +104,20 @@ class BulkIntake:
             self._ready.clear()
             await self._ready.wait()
 
+    async def fill(self, count: int, timeout: float) -> None:
+        """Return once ``count`` records are queued, or after ``timeout`` seconds (a linger that ends early)."""
+        deadline = time.monotonic() + timeout
+        while self._count < count and not self._stopped:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._ready.clear()
+            try:
+                async with asyncio.timeout(left):
+                    await self._ready.wait()
+            except TimeoutError:
+                return
+
     def take(self, most: int) -> list[Chunk]:
         """Queued chunks holding at most ``most`` records in all (the last one split if needed), oldest first."""
         taken: list[Chunk] = []

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from streams.worker.settings import ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
+from streams.worker.settings import LINGER_ENOUGH, ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
 from streams.worker.storm_rules import StormConfig
 
 _TRUE: Final = ("1", "true", "yes", "on")
@@ -177,7 +177,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "--batch-linger",
         "batch_linger",
         _float,
-        "under load, seconds the oldest waiting events may wait for more before their batch starts",
+        "under load, seconds the oldest waiting events may wait for more before their batch starts "
+        f"(not once {LINGER_ENOUGH} wait)",
     ),
     Option(
         "--batch-budget",

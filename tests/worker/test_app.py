@@ -32,7 +32,7 @@ from streams.worker.app import (
 )
 from streams.worker.event_context import source_partition
 from streams.worker.metrics import WorkerMetrics
-from streams.worker.settings import WorkerSettings
+from streams.worker.settings import LINGER_ENOUGH, WorkerSettings
 
 
 @given(
@@ -60,11 +60,11 @@ def test_a_step_waits_within_its_window_only_while_batches_keep_coming(
 def test_a_batch_lingers_under_load_only_until_its_oldest_records_waited_the_linger(
     linger: float, waited: float, waiting: int, last_size: int
 ) -> None:
-    left = _linger_left(linger, waited, waiting, 500, last_size)
-    under_load = waiting < 500 and (waiting > 1 or last_size > 1)
+    left = _linger_left(linger, waited, waiting, LINGER_ENOUGH, last_size)
+    under_load = waiting < LINGER_ENOUGH and (waiting > 1 or last_size > 1)
     assert 0 <= left <= linger
     if not under_load:
-        assert left == 0  # a full batch, or a lone record after a lone one, starts at once
+        assert left == 0  # enough records, or a lone record after a lone one, start at once
     else:
         assert left == max(0.0, linger - waited)  # records that waited while the last batch ran count it
 
@@ -238,6 +238,14 @@ def _batch_starts(
         advance(now[0] + delay)
         await real_sleep(0)
 
+    async def fill(count: int, timeout: float) -> None:  # BulkIntake.fill on the fake clock
+        deadline = now[0] + timeout
+        while intake.waiting() < count and pending and pending[0] <= deadline:
+            advance(pending[0])
+        if intake.waiting() < count:
+            advance(deadline)
+        await real_sleep(0)
+
     async def admit(_consumer: Any, chunks: list[Any], _epoch: int) -> tuple[list[Any], dict[Any, int]]:
         return [record for chunk in chunks for record in chunk.records], {}
 
@@ -259,6 +267,7 @@ def _batch_starts(
     monkeypatch.setattr(worker_app, "time", clock)
     monkeypatch.setattr(bulk, "time", clock)
     monkeypatch.setattr(worker_app, "asyncio", _Patched(asyncio, sleep=sleep))
+    monkeypatch.setattr(intake, "fill", fill)
     monkeypatch.setattr(worker, "_admit", admit)
     monkeypatch.setattr(worker, "_process", process)
     monkeypatch.setattr(worker, "_ack", ack)
@@ -291,17 +300,31 @@ def test_records_that_waited_through_a_batch_linger_only_for_the_rest_of_the_lin
     assert [at for at, _ in starts] == pytest.approx([0.01, starts_at])
 
 
+def test_a_batch_with_enough_records_lingers_no_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once ``LINGER_ENOUGH`` records wait, their per-batch work is a small share: waiting longer only delays them.
+    Enough at once start at once; a batch that becomes enough during its linger starts then, not when the
+    linger ends; fewer still wait the whole linger."""
+    runs = LINGER_ENOUGH // 10
+    at_once = _batch_starts(tmp_path, monkeypatch, arrivals=[0.0] * runs, size=10)
+    assert at_once == [(0.0, runs * 10)]
+    filled = _batch_starts(tmp_path, monkeypatch, arrivals=[0.0] * (runs - 1) + [0.004], size=10)
+    assert filled == [(pytest.approx(0.004), runs * 10)]
+    short = _batch_starts(tmp_path, monkeypatch, arrivals=[0.0] * (runs - 2) + [0.004], size=10)
+    assert short == [(pytest.approx(0.01), (runs - 1) * 10)]
+
+
 def test_batches_below_a_full_one_hold_what_the_processor_applies_within_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At 0.1 ms a record, the 8 ms budget buys 80 records. The first batch (no cost measured yet) takes all
-    100 that wait; 100 handed over while it runs go in batches of 80 and 20, so their verdicts wait for 80 records
+    100 that wait; 100 handed over after it go in batches of 80 and 20, so their verdicts wait for 80 records
     at most, not 100. Without the budget (``--batch-budget 0``) they go in one batch of 100."""
     assert WorkerSettings(bootstrap="127.0.0.1:1").batch_budget == 0.008
     arrivals = [0.0] * 10 + [0.012] * 10
     starts = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001)
     assert [n for _, n in starts] == [100, 80, 20]
-    assert [at for at, _ in starts] == pytest.approx([0.01, 0.02, 0.028])  # a budget's worth waiting lingers no more
+    # a budget's worth waiting lingers no more; the 20 left linger until they have waited 10 ms
+    assert [at for at, _ in starts] == pytest.approx([0.0, 0.012, 0.022])
     unbudgeted = _batch_starts(tmp_path, monkeypatch, arrivals, size=10, per_record=0.0001, budget=0.0)
     assert [n for _, n in unbudgeted] == [100, 100]
 

@@ -109,3 +109,26 @@ def test_stopping_releases_a_waiting_revocation() -> None:
         return True
 
     assert run(scenario())
+
+
+def test_fill_returns_once_enough_records_are_queued_or_when_its_time_is_up() -> None:
+    """A linger that ends early: the processor stops waiting as soon as the records it waits for are there."""
+    loop_time: list[float] = []
+
+    async def scenario() -> None:
+        intake = BulkIntake(100, on_revoked=lambda: None)
+        intake.put(TP0, [1], 7, 0)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.02, intake.put, TP0, [2, 3], 7, 0)  # a run that fills the batch
+        begun = loop.time()
+        await asyncio.wait_for(intake.fill(3, timeout=30.0), 10)
+        loop_time.append(loop.time() - begun)
+        begun = loop.time()
+        await asyncio.wait_for(intake.fill(4, timeout=0.05), 10)  # never filled: the linger's end
+        loop_time.append(loop.time() - begun)
+        assert intake.waiting() == 3
+
+    run(scenario())
+    filled, timed_out = loop_time
+    assert 0.015 <= filled < 5  # woken by the put, not by the 30 s timeout
+    assert 0.045 <= timed_out < 5
