@@ -474,16 +474,14 @@ def run_group(
             while not produced.done():  # keep the watch current while the backlog is written
                 await watch.poll()
             span = span_future.result()
-            events, seconds, cpu, broker, _ = await watch_until_done(
-                watch, procs, span, start_after=produced, broker_pid=broker_pid
-            )
+            window = await watch_until_done(watch, procs, span, start_after=produced, broker_pid=broker_pid)
         finally:
             await watch.stop()
         label = f"{workers} worker{'s' if workers > 1 else ''} in one group" + (
             f", {standby} standby" if standby is not None else ""
         )
-        result = Result(label, events, seconds, cpu)
-        result.cores = (cpu / seconds, broker / seconds)
+        result = Result(label, window.events, window.seconds, window.cpu)
+        result.cores = (window.cpu / window.seconds, window.broker / window.seconds)
         return result
 
     try:
@@ -1067,8 +1065,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 writes = len(samples.get("write", [])) / events
                 print(
-                    f"    worker CPU {cpu_us:.0f} µs/event (event-loop thread {loop_us:.0f} µs, other threads "
-                    f"{cpu_us - loop_us:.0f} µs), {batch:.0f} events per batch on average, "
+                    f"    worker CPU {cpu_us:.0f} µs/event (event-loop thread / other threads "
+                    f"{split_text(cpu_us, loop_us)}), {batch:.0f} events per batch on average, "
                     f"{writes:.2f} state writes per event"
                 )
                 used = ", ".join(f"{name} {share:.2f}" for name, share in cores.items())

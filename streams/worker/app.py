@@ -544,6 +544,11 @@ class LoopwatchWorker:
         newest = list(newest_states((flight.now_ms, flight.writes) for flight in flights).values())
         futures: list[Any] = []
         partitions: list[int] = []
+        pending = self._pending_states
+        wrote = self._expiry.wrote
+        encode = self.processor.encode
+        send = self.app.producer.send
+        changelog = self.changelog_topic
         for start in range(0, len(newest), _STORE_CHUNK):
             if start:
                 await asyncio.sleep(0)  # a batch waiting for the lock takes it now
@@ -551,11 +556,6 @@ class LoopwatchWorker:
                 if self.table.should_stop:
                     return None
                 data = self.table.data
-                pending = self._pending_states
-                wrote = self._expiry.wrote
-                encode = self.processor.encode
-                send = self.app.producer.send
-                changelog = self.changelog_topic
                 for (key, run, partition, event), now_ms in newest[start : start + _STORE_CHUNK]:
                     value = encode(key, run)
                     with as_current_event(event):
