@@ -200,6 +200,7 @@ class LoopwatchWorker:
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
             consumer = cast(CompatConsumer, app.consumer)
             consumer.deliver_in_bulk(settings.events_topic, self._intake)
+            self.storms.count_in_bulk(consumer, self._admit, self._fatal)
             consumer.apply_standbys_in_bulk()  # a peer's changelog, one store write per fetch
 
     # --- topics ------------------------------------------------------------------------------------------
@@ -327,7 +328,13 @@ class LoopwatchWorker:
         await queue.put(_ReaderStopped(error))
 
     async def _reread(
-        self, consumer: CompatConsumer, tp: Any, offset: int, jump: Jump, epoch: int | None = None
+        self,
+        consumer: CompatConsumer,
+        tp: Any,
+        offset: int,
+        jump: Jump,
+        epoch: int | None = None,
+        tracker: OffsetTracker | None = None,
     ) -> None:
         """Re-read ``tp`` from the first skipped offset; not if a revocation (bulk ``epoch``) came meanwhile."""
         target = max(jump.first, await _earliest(consumer, tp))
@@ -339,7 +346,7 @@ class LoopwatchWorker:
                 "%s[%d]: offsets %d..%d were deleted by retention before they were applied",
                 tp.topic, tp.partition, jump.first, target - 1,
             )  # fmt: skip
-            self._offsets.reread_from(tp.partition, target)
+            (tracker or self._offsets).reread_from(tp.partition, target)
         log.warning(
             "%s[%d]: offsets %d..%d were never delivered before offset %d: not applied, re-reading from %d",
             tp.topic, tp.partition, jump.first, jump.last, offset, target,
@@ -454,7 +461,7 @@ class LoopwatchWorker:
                 epoch = consumer.bulk_epoch
                 taken = intake.take(limit)
                 try:
-                    records, positions = await self._admit(consumer, taken, epoch)
+                    records, positions = await self._admit(consumer, taken, epoch, self._offsets)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -488,10 +495,10 @@ class LoopwatchWorker:
             acker.cancel()
 
     async def _admit(
-        self, consumer: CompatConsumer, chunks: list[Chunk], epoch: int
+        self, consumer: CompatConsumer, chunks: list[Chunk], epoch: int, tracker: OffsetTracker
     ) -> tuple[list[InputRecord], dict[Any, int]]:
-        """The records :mod:`streams.worker.offsets` lets apply, and each partition's next offset after them."""
-        tracker = self._offsets
+        """The records ``tracker`` (:mod:`streams.worker.offsets`) lets apply, and each partition's next offset
+        after them: the events topic's, and the storm signals' (:meth:`StormWatch.count_in_bulk`)."""
         records: list[InputRecord] = []
         positions: dict[Any, int] = {}
         for chunk in chunks:
@@ -517,7 +524,7 @@ class LoopwatchWorker:
                     records.append(InputRecord(rec.topic, partition, rec.offset, rec.key, rec.value))
                     positions[tp] = rec.offset + 1
                 elif isinstance(step, Jump):
-                    await self._reread(consumer, tp, rec.offset, step, epoch)
+                    await self._reread(consumer, tp, rec.offset, step, epoch, tracker)
                     break  # the rest waits for the re-read
         return records, positions
 

@@ -246,7 +246,7 @@ def _batch_starts(
             advance(deadline)
         await real_sleep(0)
 
-    async def admit(_consumer: Any, chunks: list[Any], _epoch: int) -> tuple[list[Any], dict[Any, int]]:
+    async def admit(_consumer: Any, chunks: list[Any], _epoch: int, _tracker: Any) -> tuple[list[Any], dict[Any, int]]:
         return [record for chunk in chunks for record in chunk.records], {}
 
     async def process(records: list[Any], _source: Any) -> _InFlight:

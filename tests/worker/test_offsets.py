@@ -225,7 +225,7 @@ def test_bulk_admission_applies_gaplessly_from_the_commit_and_restarts_after_a_r
         return Chunk(tp, records, generation, consumer.bulk_epoch, 0.0)
 
     async def admit(*chunks: Chunk) -> tuple[list[int], dict[Any, int]]:
-        records, positions = await worker._admit(consumer, list(chunks), consumer.bulk_epoch)
+        records, positions = await worker._admit(consumer, list(chunks), consumer.bulk_epoch, worker._offsets)
         return [r.offset for r in records], positions
 
     # 7 and 8 missing after 6: not applied, re-read from 7; 11 arrives before the seek lands
