@@ -157,8 +157,7 @@ class StormWatch:
 
     async def _count(self, signal: Signal) -> None:
         for alert in self._count_window([signal]):
-            # Inside the agent the send is attached to the source record: published before its offset commits.
-            await self.alerts_topic.send(key=alert.key.encode(), value=alert.model_dump_json().encode())
+            await self._send_alert(alert, attached=True)
             self._alerted(alert)
 
     def _count_window(self, signals: Sequence[Signal]) -> list[FleetAlert]:
@@ -205,7 +204,7 @@ class StormWatch:
             intake.begin()  # no await since the epoch check: a revocation now waits for the settle
             try:
                 sends, alerts = self._count_batch(records)
-                sends += [await self._send_alert(alert) for alert in alerts]
+                sends += [await self._send_alert(alert, attached=False) for alert in alerts]
                 await asyncio.gather(*sends)
             except asyncio.CancelledError:
                 raise
@@ -255,9 +254,12 @@ class StormWatch:
             self._sends = None
         return sends, alerts
 
-    async def _send_alert(self, alert: FleetAlert) -> Any:
-        """Send now (not attached to a current event: a bulk count has none), confirmed with the batch."""
-        return await self.alerts_topic.send(key=alert.key.encode(), value=alert.model_dump_json().encode(), force=True)
+    async def _send_alert(self, alert: FleetAlert, *, attached: bool) -> Any:
+        """Send ``alert``; the future of its confirmation. Inside the per-message agent the send is ``attached``
+        to the source record (published before its offset commits); a bulk count has no current event, sends
+        at once and waits for the confirmation with its batch."""
+        value = alert.model_dump_json().encode()
+        return await self.alerts_topic.send(key=alert.key.encode(), value=value, force=not attached)
 
     def _alerted(self, alert: FleetAlert) -> None:
         self.metrics.fleet_alerts.labels(kind=alert.kind, detector=alert.detector).inc()
