@@ -1,6 +1,7 @@
 """Fleet storms on a real broker and a real worker: N runs looping the same way raise one alert, N-1 none.
 
-The worker runs with ``--storm-runs 3 --storm-agent-runs 4``. Two runs (on different gateways) loop on the
+The worker runs with ``--storm-runs 3 --storm-agent-runs 4``, once with each delivery (``bulk`` counts the signals
+in batches, ``stream`` one Faust event at a time). Two runs (on different gateways) loop on the
 same call with the same result: verdicts, storm signals, no alert. A third run with the same loop makes exactly
 one signature alert naming 3 distinct runs. A fourth run of the same agent loops on a *different* call: the
 agent storm fires (4 runs of that agent with generic_repeat verdicts) but no second signature alert (that loop
@@ -83,13 +84,16 @@ def verdict_count(bootstrap: str, names: Names) -> int:
     return len(read_topic(bootstrap, names.verdicts, names.partitions, settle=0.3))
 
 
-@pytest.fixture(scope="module")
-def storm_worker(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Names, WorkerProcess]]:
+@pytest.fixture(scope="module", params=["bulk", "stream"])
+def storm_worker(
+    broker: Any, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, Names, WorkerProcess]]:
+    """A worker counting storms in bulk (the default), and one counting them one Faust event at a time."""
     bootstrap = bootstrap_of(broker)
     workdir: Path = tmp_path_factory.mktemp("storms")
     names = new_names("storm")
     config = write_config(workdir, CONFIG)
-    extra = ["--storm-runs", "3", "--storm-agent-runs", "4", "--storm-window", str(WINDOW)]
+    extra = ["--storm-runs", "3", "--storm-agent-runs", "4", "--storm-window", str(WINDOW), "--delivery", request.param]
     worker = WorkerProcess(bootstrap, names, workdir, config=config, extra=extra).start()
     try:
         worker.wait_ready()

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from schemas import Verdict, verdict_id
 from streams.config_file import LoadedConfig
 from streams.worker.processing import InputRecord
 
@@ -77,3 +78,31 @@ def records(events: list[dict[str, Any]], *, partition: int = 0, start: int = 0)
     return [
         InputRecord(TOPIC, partition, start + i, ev["run_id"].encode(), orjson.dumps(ev)) for i, ev in enumerate(events)
     ]
+
+
+#: A fixed wall time (seconds) for the storm tests.
+NOW = 1_790_000_000.0
+
+
+def verdict(run: str = "run-1", gateway: str = "gw-1", **fields: Any) -> Verdict:
+    """A generic_repeat warning of ``run`` at ``NOW``; ``fields`` override any of its fields."""
+    base: dict[str, Any] = {
+        "verdict_id": verdict_id(gateway, f"{run}-e", "warning", "generic_repeat"),
+        "decision": "warning",
+        "detector": "generic_repeat",
+        "count": 10,
+        "threshold": 10,
+        "gateway_id": gateway,
+        "agent_id": "main",
+        "session_id": f"sess-{run}",
+        "run_id": run,
+        "tool": "exec",
+        "call_id": "c1",
+        "event_id": f"{run}-e",
+        "message": "WARNING: ...",
+        "outcome_hash": "a" * 64,
+        "event_ts": int(NOW * 1000),
+        "config_hash": "h",
+    }
+    base.update(fields)
+    return Verdict(**base)

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import Verdict, verdict_id
 from schemas.fleet_alert import MAX_LISTED, FleetAlert
 from streams.worker.storm_rules import (
     StormConfig,
@@ -20,31 +19,7 @@ from streams.worker.storm_rules import (
     storm_key,
     window_start,
 )
-
-NOW = 1_790_000_000.0
-
-
-def verdict(run: str = "run-1", gateway: str = "gw-1", **fields: Any) -> Verdict:
-    base: dict[str, Any] = {
-        "verdict_id": verdict_id(gateway, f"{run}-e", "warning", "generic_repeat"),
-        "decision": "warning",
-        "detector": "generic_repeat",
-        "count": 10,
-        "threshold": 10,
-        "gateway_id": gateway,
-        "agent_id": "main",
-        "session_id": f"sess-{run}",
-        "run_id": run,
-        "tool": "exec",
-        "call_id": "c1",
-        "event_id": f"{run}-e",
-        "message": "WARNING: ...",
-        "outcome_hash": "a" * 64,
-        "event_ts": int(NOW * 1000),
-        "config_hash": "h",
-    }
-    base.update(fields)
-    return Verdict(**base)
+from tests.worker.support import NOW, verdict
 
 
 def feed(runs: list[str], threshold: int) -> tuple[dict[str, Any], list[int]]:

@@ -8,6 +8,7 @@ that never sends them, so their futures stay pending until a test resolves them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,23 @@ from streams.worker.processing import InputRecord
 from streams.worker.settings import WorkerSettings
 from streams.worker.storm_rules import Signal, StormConfig, alert_of, observe, signals_of, window_start
 from streams.worker.storms import StormWatch
-from tests.worker.test_storm_rules import NOW, verdict
+from tests.worker.support import NOW, verdict
 
 WINDOW = 60.0
 CONFIG = StormConfig(window_seconds=WINDOW, signature_runs=3, agent_runs=4)
 SIGNALS = "loopwatch-storm-signals"
+
+
+@pytest.fixture(autouse=True)
+def event_loop_set() -> Iterator[None]:
+    """A table write makes its changelog record's future on the current event loop, as in the worker."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def watch(tmp_path: Path, config: StormConfig = CONFIG) -> StormWatch:
@@ -175,4 +188,4 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
         counting.cancel()
         await asyncio.gather(counting, return_exceptions=True)
 
-    asyncio.run(scenario())
+    asyncio.get_event_loop().run_until_complete(scenario())
