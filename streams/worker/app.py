@@ -58,7 +58,7 @@ from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_setti
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
-from streams.worker.bulk import BulkIntake, Chunk
+from streams.worker.bulk import BulkIntake, Chunk, Taken
 from streams.worker.deadletter import DeadLetterPolicy
 from streams.worker.envelope import StoredRun
 from streams.worker.event_context import as_current_event, source_partition
@@ -200,7 +200,7 @@ class LoopwatchWorker:
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
             consumer = cast(CompatConsumer, app.consumer)
             consumer.deliver_in_bulk(settings.events_topic, self._intake)
-            self.storms.count_in_bulk(consumer, self._admit, self._fatal)
+            self.storms.count_in_bulk(consumer, self._take_admitted, self._fatal)
             consumer.apply_standbys_in_bulk()  # a peer's changelog, one store write per fetch
 
     # --- topics ------------------------------------------------------------------------------------------
@@ -458,20 +458,21 @@ class LoopwatchWorker:
                 if left > 0:
                     await intake.fill(enough, left)  # let a growing batch fill
                     limit = _batch_limit(max_batch, intake.waiting(), budget, per_event)
-                epoch = consumer.bulk_epoch
-                taken = intake.take(limit)
                 try:
-                    records, positions = await self._admit(consumer, taken, epoch, self._offsets)
+                    taken = await self._take_admitted(consumer, intake, limit, self._offsets)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     self._fatal(exc)
                     return
-                if not records or consumer.bulk_epoch != epoch:
-                    continue  # a revocation meanwhile: its next owner (maybe us again) re-reads the records
+                if taken is None:
+                    continue
+                epoch, records, positions = taken.epoch, taken.records, taken.positions
                 last_size = len(records)
                 intake.begin()  # no await between the epoch check and here: a revocation now waits for it
-                self.metrics.observe_batch_wait((chunk.records[0].timestamp for chunk in taken), 0.001, time.time())
+                self.metrics.observe_batch_wait(
+                    (chunk.records[0].timestamp for chunk in taken.chunks), 0.001, time.time()
+                )
                 try:
                     flight = await self._process(records, partial(self._source_of, records))
                 except asyncio.CancelledError:
@@ -494,11 +495,25 @@ class LoopwatchWorker:
         finally:
             acker.cancel()
 
+    async def _take_admitted(
+        self, consumer: CompatConsumer, intake: BulkIntake, limit: int, tracker: OffsetTracker
+    ) -> Taken | None:
+        """Take up to ``limit`` queued records and admit them (:meth:`_admit`): the events topic's, and the storm
+        signals' (:meth:`StormWatch.count_in_bulk`). None when nothing may be applied: none admitted, or a
+        revocation came meanwhile (its next owner, maybe this worker again, re-reads the records). Returns with
+        no await after its epoch check, so a caller that begins the batch at once is seen by a revocation."""
+        epoch = consumer.bulk_epoch
+        chunks = intake.take(limit)
+        records, positions = await self._admit(consumer, chunks, epoch, tracker)
+        if not records or consumer.bulk_epoch != epoch:
+            return None
+        return Taken(epoch, chunks, records, positions)
+
     async def _admit(
         self, consumer: CompatConsumer, chunks: list[Chunk], epoch: int, tracker: OffsetTracker
     ) -> tuple[list[InputRecord], dict[Any, int]]:
         """The records ``tracker`` (:mod:`streams.worker.offsets`) lets apply, and each partition's next offset
-        after them: the events topic's, and the storm signals' (:meth:`StormWatch.count_in_bulk`)."""
+        after them."""
         records: list[InputRecord] = []
         positions: dict[Any, int] = {}
         for chunk in chunks:

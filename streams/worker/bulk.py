@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streams.worker.processing import InputRecord
+
 log = logging.getLogger(__name__)
 
 _REVOKE_LOG_EVERY = 10.0  # seconds between "still waiting" lines while a revocation waits for batches
@@ -39,6 +41,17 @@ class Chunk:
     generation: int | None
     epoch: int
     arrived: float  # time.monotonic() when the consumer handed it over
+
+
+@dataclass(slots=True)
+class Taken:
+    """Records taken from the intake that their offset tracker lets apply, in the delivery ``epoch`` they were
+    taken in: the ``chunks`` taken, the admitted ``records``, and each partition's next offset after them."""
+
+    epoch: int
+    chunks: list[Chunk]
+    records: list[InputRecord]
+    positions: dict[Any, int]
 
 
 class BulkIntake:

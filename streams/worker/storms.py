@@ -39,7 +39,7 @@ from schemas import Verdict
 from schemas.fleet_alert import FleetAlert
 from streams.kafka.compat import CompatConsumer
 from streams.topics import STORM_TABLE
-from streams.worker.bulk import BulkIntake, Chunk
+from streams.worker.bulk import BulkIntake, Taken
 from streams.worker.event_context import as_current_event, source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetTracker
@@ -50,8 +50,8 @@ from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
 
-#: The worker's ``_admit``: the records of taken chunks its offset tracker lets apply, and the next positions.
-Admit = Callable[[CompatConsumer, list[Chunk], int, OffsetTracker], Awaitable[tuple[list[InputRecord], dict[Any, int]]]]
+#: The worker's ``_take_admitted``: a batch taken from an intake that its offset tracker lets apply, or None.
+Take = Callable[[CompatConsumer, BulkIntake, int, OffsetTracker], Awaitable[Taken | None]]
 
 _BATCH = 1000  # signals a bulk count takes at once (a few ms of work; more wait for the next batch)
 _INTAKE = 8000  # signals queued before the consumer stops fetching the topic
@@ -62,7 +62,7 @@ class _Bulk:
     consumer: CompatConsumer
     intake: BulkIntake
     tracker: OffsetTracker
-    admit: Admit
+    take: Take
     fatal: Callable[[BaseException], None]
 
 
@@ -94,14 +94,14 @@ class StormWatch:
         if self.config.enabled:
             app.agent(self.signals_topic, name="loopwatch.storm-count")(self._make_count())
 
-    def count_in_bulk(self, consumer: CompatConsumer, admit: Admit, fatal: Callable[[BaseException], None]) -> None:
+    def count_in_bulk(self, consumer: CompatConsumer, take: Take, fatal: Callable[[BaseException], None]) -> None:
         """Take the signals topic in bulk, as the worker takes its events (``--delivery bulk``): the agent keeps
         the topic subscribed and its table co-partitioned, its stream stays empty."""
         if not self.config.enabled:
             return
         tracker = OffsetTracker()
         intake = BulkIntake(_INTAKE, on_revoked=tracker.forget)
-        self._bulk = _Bulk(consumer, intake, tracker, admit, fatal)
+        self._bulk = _Bulk(consumer, intake, tracker, take, fatal)
         self._capture_changelog()
         consumer.deliver_in_bulk(self.signals_topic.get_topic_name(), intake)
 
@@ -187,23 +187,21 @@ class StormWatch:
         consumer, intake = bulk.consumer, bulk.intake
         while True:
             await intake.wait()
-            epoch = consumer.bulk_epoch
-            taken = intake.take(_BATCH)
             try:
-                records, positions = await bulk.admit(consumer, taken, epoch, bulk.tracker)
+                taken = await bulk.take(consumer, intake, _BATCH, bulk.tracker)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 bulk.fatal(exc)
                 return
-            if not records or consumer.bulk_epoch != epoch:
+            if taken is None:
                 continue
             if self._changelog.should_stop:
                 intake.stop()
                 return  # shutting down: not counted, not committed; redelivered
             intake.begin()  # no await since the epoch check: a revocation now waits for the settle
             try:
-                sends, alerts = self._count_batch(records)
+                sends, alerts = self._count_batch(taken.records)
                 sends += [await self._send_alert(alert, attached=False) for alert in alerts]
                 await asyncio.gather(*sends)
             except asyncio.CancelledError:
@@ -212,8 +210,8 @@ class StormWatch:
                 intake.settle()
                 bulk.fatal(exc)  # unconfirmed tallies or alerts: the offsets must not advance
                 return
-            for tp, offset in positions.items():
-                consumer.advance(tp, offset, epoch)
+            for tp, offset in taken.positions.items():
+                consumer.advance(tp, offset, taken.epoch)
             intake.settle()
             for alert in alerts:
                 self._alerted(alert)

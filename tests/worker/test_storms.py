@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas.fleet_alert import FleetAlert
-from streams.worker.bulk import BulkIntake, Chunk
+from streams.worker.bulk import BulkIntake, Taken
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.offsets import OffsetTracker
 from streams.worker.processing import InputRecord
@@ -156,8 +156,10 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
     tp = TP(SIGNALS, 0)
     batch = records(signals_of(verdict(), NOW, CONFIG), first_offset=5)
 
-    async def admit(_c: Any, chunks: list[Chunk], _e: int, _t: Any) -> tuple[list[InputRecord], dict[Any, int]]:
-        return [rec for chunk in chunks for rec in chunk.records], {tp: chunks[-1].records[-1].offset + 1}
+    async def take(c: Any, queued: BulkIntake, most: int, _t: Any) -> Taken | None:
+        chunks = queued.take(most)
+        recs = [rec for chunk in chunks for rec in chunk.records]
+        return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
 
     sent: list[Any] = []
     count_batch = storms._count_batch
@@ -172,7 +174,7 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
     async def scenario() -> None:
         from streams.worker.storms import _Bulk
 
-        bulk = _Bulk(consumer, intake, tracker, admit, fatal=lambda exc: pytest.fail(str(exc)))  # type: ignore[arg-type]
+        bulk = _Bulk(consumer, intake, tracker, take, fatal=lambda exc: pytest.fail(str(exc)))  # type: ignore[arg-type]
         counting = asyncio.ensure_future(storms._count_bulk(bulk))
         intake.put(tp, batch, 1, 1)
         for _ in range(50):  # bounded: the batch is counted and waits for its changelog records
