@@ -78,8 +78,10 @@ def test_a_terminated_worker_bench_stops_its_broker_and_worker(tmp_path: Path) -
     try:
 
         def worker_running() -> bool:
-            for pid in _descendants(bench.pid) - started.keys():
-                started[pid] = _command(pid)
+            # Read again each time: a child seen between its fork and its exec still shows its parent's command.
+            for pid in _descendants(bench.pid):
+                if command := _command(pid):
+                    started[pid] = command
             return _worker_ready(output) and any("streams.cli worker" in cmd for cmd in started.values())
 
         wait_until(worker_running, timeout=120, message="the benchmark's worker ready")
