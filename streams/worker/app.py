@@ -320,7 +320,7 @@ class LoopwatchWorker:
                     continue
                 consumer.discard(message)
                 if isinstance(step, Jump):
-                    await self._reread(consumer, message.tp, message.offset, step)
+                    await self._reread(consumer, message.tp, message.offset, step, tracker)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -333,8 +333,8 @@ class LoopwatchWorker:
         tp: Any,
         offset: int,
         jump: Jump,
+        tracker: OffsetTracker,
         epoch: int | None = None,
-        tracker: OffsetTracker | None = None,
     ) -> None:
         """Re-read ``tp`` from the first skipped offset; not if a revocation (bulk ``epoch``) came meanwhile."""
         target = max(jump.first, await _earliest(consumer, tp))
@@ -346,7 +346,7 @@ class LoopwatchWorker:
                 "%s[%d]: offsets %d..%d were deleted by retention before they were applied",
                 tp.topic, tp.partition, jump.first, target - 1,
             )  # fmt: skip
-            (tracker or self._offsets).reread_from(tp.partition, target)
+            tracker.reread_from(tp.partition, target)
         log.warning(
             "%s[%d]: offsets %d..%d were never delivered before offset %d: not applied, re-reading from %d",
             tp.topic, tp.partition, jump.first, jump.last, offset, target,
@@ -539,7 +539,7 @@ class LoopwatchWorker:
                     records.append(InputRecord(rec.topic, partition, rec.offset, rec.key, rec.value))
                     positions[tp] = rec.offset + 1
                 elif isinstance(step, Jump):
-                    await self._reread(consumer, tp, rec.offset, step, epoch, tracker)
+                    await self._reread(consumer, tp, rec.offset, step, tracker, epoch)
                     break  # the rest waits for the re-read
         return records, positions
 

@@ -87,7 +87,7 @@ class StormWatch:
         )
         windowed: Any = table.tumbling(window, expires=2 * window)  # the wrapper's type stub lacks relative_to
         self.table = windowed.relative_to(self._window_clock)
-        self._changelog: Any = table  # its own changelog sends, which a bulk count waits for (_capture_changelog)
+        self._tallies: Any = table  # the table under its windowed view: its changelog sends (_capture_changelog)
         self._sends: list[Any] | None = None
         self._bulk: _Bulk | None = None
         self.topics: dict[str, int] = {settings.storm_signals_topic: n, settings.fleet_alerts_topic: n}
@@ -113,7 +113,7 @@ class StormWatch:
         the count checks that every tally it wrote produced one (:meth:`_count_batch`): a Faust that sent them
         another way would stop the worker rather than commit unconfirmed tallies.
         """
-        table = self._changelog
+        table = self._tallies
         send = table.send_changelog
 
         def send_changelog(*args: Any, **kwargs: Any) -> Any:
@@ -196,7 +196,7 @@ class StormWatch:
                 return
             if taken is None:
                 continue
-            if self._changelog.should_stop:
+            if self._tallies.should_stop:
                 intake.stop()
                 return  # shutting down: not counted, not committed; redelivered
             intake.begin()  # no await since the epoch check: a revocation now waits for the settle

@@ -130,7 +130,7 @@ def test_a_tally_written_without_a_changelog_record_stops_the_count(tmp_path: Pa
     """If Faust no longer sent a table's changelog through ``send_changelog``, the batch's offsets could
     advance past tallies that are not durable: the count refuses instead."""
     storms = watch(tmp_path)
-    table = storms._changelog
+    table = storms._tallies
     table.send_changelog = type(table).send_changelog.__get__(table)  # Faust's own, not captured
     with pytest.raises(RuntimeError, match="no changelog record"):
         storms._count_batch(records(signals_of(verdict(), NOW, CONFIG)))
