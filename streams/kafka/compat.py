@@ -36,8 +36,10 @@
    lives: (a) partitions Faust pauses or holds are paused in aiokafka too, so neither fetched nor drained;
    (b) the consumer thread fetches from a snapshot of the active set and nothing when it is empty; (c) each
    stream partition is delivered gaplessly from the position Faust sought: a record beyond the next expected
-   offset is not delivered, the partition is sought back (on the consumer thread) and re-read; (d) Faust never
-   records a gap for a stream partition, so its commits stop before any offset not delivered and acknowledged.
+   offset is not delivered, the partition is sought back (on the consumer thread) and re-read, and sought again
+   if a hand-over begun after that seek still starts beyond it (one once stalled a partition for good); (d)
+   Faust never records a gap for a stream partition, so its commits stop before any offset not delivered and
+   acknowledged.
    Stream topics must therefore be neither compacted nor transactional (the worker's events topic is
    neither). The worker checks the same invariant independently (:mod:`streams.worker.offsets`), against the
    group's committed offsets. Also: a table-recovery seek below offset 0 (seen for standby partitions under
@@ -84,6 +86,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -131,6 +134,7 @@ EMBEDDED_HEARTBEAT_INTERVAL = 0.5
 PRODUCE_BATCH_BYTES = 256 * 1024
 
 _TP = TypeVar("_TP", bound=tuple[str, int])
+_SEEKING = sys.maxsize  # a re-read whose seek has not landed: every hand-over until then may hold older records
 
 
 class KafkaCompatError(RuntimeError):
@@ -581,7 +585,10 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._held: set[Any] = set()
         self._positioned = False
         self._next_delivery: dict[Any, int] = {}  # stream partition -> offset of the next record to deliver
-        self._rereading: set[Any] = set()  # partitions sought back: later records wait for that offset
+        # Partitions sought back -> the last hand-over that may still hold records fetched before the seek landed
+        # (see _fetched_before_seek); _SEEKING while the seek is under way.
+        self._rereading: dict[Any, int] = {}
+        self._handovers = 0  # hand-overs of fetched records so far; Faust's fetch loop asks for one at a time
         self._gapless_tps: dict[Any, bool] = {}
         self._bulk: dict[str, BulkSink] = {}  # topic -> sink
         self._bulk_epoch = 0  # bumped by every revocation and assignment
@@ -632,7 +639,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         await super().perform_seek()
         for tp, offset in list(self._read_offset.items()):  # Faust's read offsets: the positions just sought
             if self._gapless(tp):
-                self._rereading.discard(tp)
+                self._rereading.pop(tp, None)
                 if offset is None:
                     self._next_delivery.pop(tp, None)  # not committed: wherever the reset policy starts
                 else:
@@ -702,14 +709,30 @@ class CompatConsumer(faust_aiokafka.Consumer):
             expected = self._next_delivery.get(tp)
             if expected is None or offset == expected:
                 self._next_delivery[tp] = offset + 1
-                self._rereading.discard(tp)
+                self._rereading.pop(tp, None)
                 yield tp, message
-            elif offset > expected and tp not in self._rereading and tp not in gaps:
+            elif offset > expected and not self._fetched_before_seek(tp) and tp not in gaps:
                 gaps[tp] = (expected, offset)
         for tp, (expected, offset) in gaps.items():
             await self._reread(tp, expected, offset)
 
+    def _fetched_before_seek(self, tp: Any) -> bool:
+        """Whether records of ``tp`` beyond the next expected offset may be ones fetched before its re-read's seek
+        landed, to be dropped quietly: only in a hand-over begun before that. aiokafka drops what it fetched for
+        a partition's old position at the seek (its buffered result, and any response to a fetch from another
+        offset), and the records taken ahead are checked against the position (:func:`release_ahead`), so a
+        hand-over begun after the seek starts at the sought offset. One that does not means the re-read did not
+        take: it is a gap again, and is read again, where dropping it quietly would stall the partition for good.
+        """
+        last = self._rereading.get(tp)
+        return last is not None and self._handovers <= last
+
     async def _reread(self, tp: Any, expected: int, seen: int) -> None:
+        if tp in self._rereading:
+            log.warning(
+                "%s[%d]: the re-read from %d brought offset %d first; seeking again",
+                tp.topic, tp.partition, expected, seen,
+            )  # fmt: skip
         try:
             earliest = (await self.earliest_offsets(tp)).get(tp)
         except Exception as exc:  # the broker is unreachable: re-read from the expected offset regardless
@@ -731,13 +754,16 @@ class CompatConsumer(faust_aiokafka.Consumer):
     async def rewind(self, tp: Any, offset: int) -> None:
         """Deliver ``tp`` again from ``offset``: aiokafka's position, Faust's read offset and the next record
         expected move there; records fetched before the seek landed are not delivered."""
-        if self._gapless(tp):
+        gapless = self._gapless(tp)
+        if gapless:
             self._next_delivery[tp] = offset
-            self._rereading.add(tp)
+            self._rereading[tp] = _SEEKING
         try:
             await self.seek(tp, offset)
         except IllegalStateError:  # revoked meanwhile: its next owner starts from the committed offset
             log.info("%s[%d]: not re-read from %d, no longer assigned", tp.topic, tp.partition, offset)
+        if gapless and self._rereading.get(tp) == _SEEKING:
+            self._rereading[tp] = self._handovers  # the seek landed: later hand-overs start at ``offset``
 
     # --- bulk delivery -------------------------------------------------------------------------------------
 
@@ -768,6 +794,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         return True
 
     async def _wait_next_records(self, timeout: float) -> Any:
+        self._handovers += 1
         records, active = await super()._wait_next_records(timeout)
         if records and self._bulk_standbys:
             records = self._apply_standbys(records)
@@ -911,7 +938,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             if start == n:
                 return ()
             if records[start].offset != expected:
-                if tp not in self._rereading:
+                if not self._fetched_before_seek(tp):
                     gaps[tp] = (expected, records[start].offset)
                 return ()
         first = records[start].offset
@@ -919,7 +946,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         while end < n and records[end].offset == first + end - start:
             end += 1
         self._next_delivery[tp] = first + end - start
-        self._rereading.discard(tp)
+        self._rereading.pop(tp, None)
         if end < n:
             gaps[tp] = (first + end - start, records[end].offset)
         return records if start == 0 and end == n else records[start:end]
@@ -975,7 +1002,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
                 self._bulk_positions.pop(tp, None)
         for tp in revoked:
             self._next_delivery.pop(tp, None)
-            self._rereading.discard(tp)
+            self._rereading.pop(tp, None)
         await super().on_partitions_revoked(revoked)
 
     async def seek_wait(self, partitions: Mapping[Any, int]) -> None:
