@@ -762,8 +762,9 @@ class CompatConsumer(faust_aiokafka.Consumer):
             await self.seek(tp, offset)
         except IllegalStateError:  # revoked meanwhile: its next owner starts from the committed offset
             log.info("%s[%d]: not re-read from %d, no longer assigned", tp.topic, tp.partition, offset)
-        if gapless and self._rereading.get(tp) == _SEEKING:
-            self._rereading[tp] = self._handovers  # the seek landed: later hand-overs start at ``offset``
+        finally:  # landed or failed, later hand-overs are checked: none may wait quietly for good
+            if gapless and self._rereading.get(tp) == _SEEKING:
+                self._rereading[tp] = self._handovers
 
     # --- bulk delivery -------------------------------------------------------------------------------------
 
