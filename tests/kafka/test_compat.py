@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import faust
+import pytest
 from faust.types import TP
 
 from streams.kafka.compat import CompatConsumer, _ChangelogRecord, apply_kafka_compat, faust_settings_for
@@ -235,6 +236,19 @@ def test_a_partition_revoked_before_its_re_read_is_left_to_its_next_owner() -> N
 
     consumer._seek = _seek  # type: ignore[method-assign]
     run(consumer.rewind(EVENTS[0], 7))  # no error: nothing to re-read here
+
+
+def test_a_re_read_whose_seek_failed_leaves_later_hand_overs_checked() -> None:
+    consumer, _ = consumer_of()
+
+    async def _seek(tp: TP, offset: int) -> None:
+        raise RuntimeError("the consumer thread stopped")
+
+    consumer._seek = _seek  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        run(consumer.rewind(EVENTS[0], 7))
+    consumer._handovers += 1  # the next hand-over
+    assert not consumer._fetched_before_seek(EVENTS[0])  # a record beyond 7 is a gap again, not waited on
 
 
 def test_a_recovery_seek_below_zero_reads_from_the_beginning() -> None:
