@@ -408,6 +408,29 @@ def release_ahead(
     return released, discarded
 
 
+def join_ahead(ahead: dict[Any, _Ahead], drained: dict[Any, list[Any]]) -> int:
+    """Put the records taken ahead of a partition before those a waiting drain brought for it; returns how many
+    partitions' records taken ahead were discarded instead.
+
+    A drain that waits for records began with some taken-ahead records held back (their partition paused by a
+    full intake, say). If the partition is resumed while it waits, aiokafka fetches on from where the taking
+    ahead left it, and the drain brings the records after those held back: handed over alone they are a gap
+    (re-read at a cost, and under a re-read it once stalled the partition). So the held records come first when
+    the drained ones continue them under the same, still active assignment; otherwise they are stale (sought
+    since, or revoked) and discarded, as :func:`release_ahead` would.
+    """
+    discarded = 0
+    for tp, records in drained.items():
+        entry = ahead.pop(tp, None)
+        if entry is None:
+            continue
+        if entry.assignment.active and records and entry.next_offset == records[0].offset:
+            drained[tp] = entry.records + records
+        else:
+            discarded += 1
+    return discarded
+
+
 class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's aiokafka consumer thread with checked end offsets and LeaveGroup on close."""
 
@@ -450,7 +473,15 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             if discarded:
                 log.debug("records taken ahead of %d partition(s) discarded: sought or revoked since", discarded)
         if not released:
-            return await super()._fetch_records(consumer, active_partitions, timeout=timeout, max_records=max_records)
+            records = await super()._fetch_records(
+                consumer, active_partitions, timeout=timeout, max_records=max_records
+            )
+            if not self._ahead or not records:
+                return records
+            joined = dict(records)  # held back when this drain began, maybe resumed while it waited
+            if join_ahead(self._ahead, joined):
+                log.debug("records taken ahead discarded after a drain: sought or revoked since")
+            return joined
         if max_records is not None:
             max_records -= sum(map(len, released.values()))
             if max_records <= 0:

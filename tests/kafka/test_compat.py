@@ -686,6 +686,48 @@ def test_records_taken_ahead_wait_while_their_partition_is_paused_or_not_asked_f
     run(scenario())
 
 
+def test_records_held_ahead_come_before_those_a_waiting_drain_brought_after_a_resume() -> None:
+    """A drain that waits began with partition 0's taken-ahead records held back (paused by a full intake); it
+    was resumed meanwhile and aiokafka fetched on from 7. Handed over alone, 7 and 8 were a gap: every drain of a
+    300,000-event backlog re-read a few thousand records, and under a re-read a partition once stalled."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import join_ahead, release_ahead, take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5, 6], 1: [3]})
+        ahead: dict[Any, Any] = {}
+        await take_ahead(fetcher, {"ev"}, ahead)
+        state = fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0))
+        state.pause()
+        assert offsets_of(release_ahead(ahead, None)[0]) == {1: [3]}  # the drain begins: 0 is held back
+        state.resume()  # while it waits
+        fetcher.fetched(0, [7, 8])
+        drained = await fetcher.fetched_records({TopicPartition("ev", 0)}, timeout=0)
+        assert join_ahead(ahead, drained) == 0 and ahead == {}
+        assert offsets_of(drained) == {0: [5, 6, 7, 8]}
+
+    run(scenario())
+
+
+def test_records_held_ahead_are_discarded_when_a_drain_brings_a_partition_sought_since() -> None:
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import join_ahead, take_ahead
+
+    async def scenario() -> None:
+        fetcher = drain_only({0: [5, 6]})
+        ahead: dict[Any, Any] = {}
+        await take_ahead(fetcher, {"ev"}, ahead)
+        fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0)).seek(4)  # a re-read
+        fetcher.fetched(0, [4, 5])
+        drained = await fetcher.fetched_records({TopicPartition("ev", 0)}, timeout=0)
+        assert join_ahead(ahead, drained) == 1 and ahead == {}
+        assert offsets_of(drained) == {0: [4, 5]}
+
+    run(scenario())
+
+
 def test_faust_receives_records_taken_ahead_before_those_it_drains_within_its_record_limit() -> None:
     """The consumer thread's drain: taken-ahead records first, then aiokafka's, contiguous per partition; a
     drain whose limit the taken-ahead records fill does not drain aiokafka at all."""
