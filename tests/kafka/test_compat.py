@@ -611,6 +611,18 @@ def offsets_of(records: Mapping[Any, list[Any]]) -> dict[int, list[int]]:
     return {tp.partition: [r.offset for r in recs] for tp, recs in records.items()}
 
 
+async def taken_ahead(offsets: dict[int, list[int]]) -> tuple[Any, dict[Any, Any], Any]:
+    """A fetcher over ``offsets`` (:func:`drain_only`) whose records were all taken ahead; partition 0's state."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka.compat import take_ahead
+
+    fetcher = drain_only(offsets)
+    ahead: dict[Any, Any] = {}
+    await take_ahead(fetcher, {"ev"}, ahead)
+    return fetcher, ahead, fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0))
+
+
 def test_records_are_taken_ahead_on_arrival_and_handed_to_faust_unchanged() -> None:
     """Taken: aiokafka's queue for the partition is empty (its next fetch goes out) and its position moved on."""
     from aiokafka import TopicPartition
@@ -668,15 +680,10 @@ def test_records_taken_ahead_are_discarded_after_a_seek_or_a_new_assignment() ->
 
 
 def test_records_taken_ahead_wait_while_their_partition_is_paused_or_not_asked_for() -> None:
-    from aiokafka import TopicPartition
-
-    from streams.kafka.compat import release_ahead, take_ahead
+    from streams.kafka.compat import release_ahead
 
     async def scenario() -> None:
-        fetcher = drain_only({0: [5, 6], 1: [3]})
-        ahead: dict[Any, Any] = {}
-        await take_ahead(fetcher, {"ev"}, ahead)
-        state = fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0))
+        _, ahead, state = await taken_ahead({0: [5, 6], 1: [3]})
         state.pause()
         assert offsets_of(release_ahead(ahead, {TP("ev", 0)})[0]) == {}
         assert offsets_of(release_ahead(ahead, {TP("ev", 1)})[0]) == {1: [3]}
@@ -688,17 +695,14 @@ def test_records_taken_ahead_wait_while_their_partition_is_paused_or_not_asked_f
 
 def test_records_held_ahead_come_before_those_a_waiting_drain_brought_after_a_resume() -> None:
     """A drain that waits began with partition 0's taken-ahead records held back (paused by a full intake); it
-    was resumed meanwhile and aiokafka fetched on from 7. Handed over alone, 7 and 8 were a gap: every drain of a
-    300,000-event backlog re-read a few thousand records, and under a re-read a partition once stalled."""
+    was resumed meanwhile and aiokafka fetched on from 7. Handed over alone, 7 and 8 were a gap: most drains of a
+    300,000-event backlog re-read hundreds to thousands of records, and under a re-read a partition once stalled."""
     from aiokafka import TopicPartition
 
-    from streams.kafka.compat import join_ahead, release_ahead, take_ahead
+    from streams.kafka.compat import join_ahead, release_ahead
 
     async def scenario() -> None:
-        fetcher = drain_only({0: [5, 6], 1: [3]})
-        ahead: dict[Any, Any] = {}
-        await take_ahead(fetcher, {"ev"}, ahead)
-        state = fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0))
+        fetcher, ahead, state = await taken_ahead({0: [5, 6], 1: [3]})
         state.pause()
         assert offsets_of(release_ahead(ahead, None)[0]) == {1: [3]}  # the drain begins: 0 is held back
         state.resume()  # while it waits
@@ -713,13 +717,11 @@ def test_records_held_ahead_come_before_those_a_waiting_drain_brought_after_a_re
 def test_records_held_ahead_are_discarded_when_a_drain_brings_a_partition_sought_since() -> None:
     from aiokafka import TopicPartition
 
-    from streams.kafka.compat import join_ahead, take_ahead
+    from streams.kafka.compat import join_ahead
 
     async def scenario() -> None:
-        fetcher = drain_only({0: [5, 6]})
-        ahead: dict[Any, Any] = {}
-        await take_ahead(fetcher, {"ev"}, ahead)
-        fetcher._subscriptions.subscription.assignment.state_value(TopicPartition("ev", 0)).seek(4)  # a re-read
+        fetcher, ahead, state = await taken_ahead({0: [5, 6]})
+        state.seek(4)  # a re-read
         fetcher.fetched(0, [4, 5])
         drained = await fetcher.fetched_records({TopicPartition("ev", 0)}, timeout=0)
         assert join_ahead(ahead, drained) == 1 and ahead == {}
