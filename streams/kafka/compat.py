@@ -347,6 +347,11 @@ class _Ahead:
     assignment: Any  # the aiokafka ``Assignment`` they were fetched under
     next_offset: int  # aiokafka's position right after the drain
 
+    def continued_at(self, offset: int) -> bool:
+        """aiokafka's own rule for fetched records (``FetchResult.check_assignment``): still valid if their
+        assignment is active and what follows them starts at ``offset`` (no seek, rebalance or re-read since)."""
+        return bool(self.assignment.active) and self.next_offset == offset
+
 
 async def take_ahead(fetcher: Any, topics: Container[str], ahead: dict[Any, _Ahead]) -> int:
     """Drain the fetched records of ``topics``' partitions into ``ahead``, unless Faust is draining them itself.
@@ -382,9 +387,9 @@ def release_ahead(
 ) -> tuple[dict[Any, list[Any]], int]:
     """The records taken ahead that Faust may have now, and how many partitions' records were discarded.
 
-    aiokafka's own rule for fetched records (``FetchResult.check_assignment``), applied at hand-over: valid while
-    their assignment is active and the partition's position is still where the drain left it, so any seek
-    since (a rebalance, a re-read) discards them and the partition is read again from where it was sought.
+    aiokafka's own rule for fetched records (:meth:`_Ahead.continued_at`), applied at hand-over against the
+    partition's position, so any seek since (a rebalance, a re-read) discards them and the partition is read
+    again from where it was sought.
     Records of a partition Faust does not ask for, or that is paused, wait for the next call.
     """
     released: dict[Any, list[Any]] = {}
@@ -401,7 +406,7 @@ def release_ahead(
         if state.paused:
             continue
         del ahead[tp]
-        if state.position == entry.next_offset:
+        if entry.continued_at(state.position):
             released[tp] = entry.records
         else:
             discarded += 1
@@ -424,7 +429,7 @@ def join_ahead(ahead: dict[Any, _Ahead], drained: dict[Any, list[Any]]) -> int:
         entry = ahead.pop(tp, None)
         if entry is None:
             continue
-        if entry.assignment.active and records and entry.next_offset == records[0].offset:
+        if records and entry.continued_at(records[0].offset):
             drained[tp] = entry.records + records
         else:
             discarded += 1
