@@ -140,7 +140,8 @@ class LoopwatchWorker:
     ) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.processor = RunProcessor(config)
+        self.processor = RunProcessor(config, cache_size=settings.state_cache_runs)
+        metrics.read_state_decodes(lambda: self.processor.decodes)
         self._dead_letter_policy = DeadLetterPolicy(settings.dead_letter_original, settings.dead_letter_max_original)
         self._fatal_handler = fatal or _exit_now
         self._lock = asyncio.Lock()

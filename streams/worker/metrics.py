@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable
 from typing import Final, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import start_http_server
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from schemas import EVENT_TYPES, DecisionName, DetectorId
 from schemas.fleet_alert import StormKind
@@ -124,6 +126,8 @@ class WorkerMetrics:
             "Records on the storm-signal topic the storm counter could not read",
             registry=r,
         )
+        self._state_decodes: Callable[[], int] = lambda: 0
+        r.register(_ReadAtScrape(lambda: self._state_decodes()))
         self._init_loop_cost(r)
         for kind in get_args(StormKind):
             for detector in get_args(DetectorId):
@@ -190,9 +194,28 @@ class WorkerMetrics:
         saved_tokens.inc(cost.saved_tokens or 0)
         saved_dollars.inc(cost.saved_cost_usd or 0.0)
 
+    def read_state_decodes(self, read: Callable[[], int]) -> None:
+        """``loopwatch_state_decodes_total`` is ``read()`` at each scrape: the hot path only counts in a plain int."""
+        self._state_decodes = read
+
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose ``/metrics`` on ``host:port`` from a daemon thread."""
         start_http_server(port, addr=host, registry=self.registry)
+
+
+class _ReadAtScrape(Collector):
+    """The series whose value a scrape reads from the worker, instead of one Prometheus call per event."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "loopwatch_state_decodes",
+            "Stored run states decoded because the decoded-state cache (--state-cache-runs) did not hold them",
+        )
+        family.add_metric([], self._read())
+        yield family
 
 
 async def sample_loop_lag(observe: Callable[[float], None], interval: float = LAG_INTERVAL) -> None:

@@ -205,6 +205,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "--rocksdb-block-cache-mb", "rocksdb_block_cache_mb", _float, "RocksDB block cache per table partition, MiB"
     ),
     Option(
+        "--state-cache-runs",
+        "state_cache_runs",
+        _int,
+        "decoded run states kept in memory (about 6 KiB each), so a batch need not decode a run's stored state "
+        "again; size it to the runs a worker touches (loopwatch_state_decodes_total counts the misses), 0 = none",
+    ),
+    Option(
         "--standby-replicas",
         "standby_replicas",
         _int,

@@ -36,6 +36,7 @@ from streams.runner import step, to_verdict
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_record
 from streams.worker.envelope import StoredRun
+from streams.worker.settings import DEFAULT_STATE_CACHE_RUNS
 
 log = logging.getLogger(__name__)
 
@@ -160,18 +161,21 @@ class RunProcessor:
 
     The cache maps a key to the exact bytes last read or written and their decoded form; it is only used when
     the store returns those same bytes, so recovery, rebalances and TTL deletes can never make it stale.
+    ``decodes`` counts the stored states it did not hold (``loopwatch_state_decodes_total``).
     """
 
-    def __init__(self, config: LoadedConfig, *, cache_size: int = 1024) -> None:
+    def __init__(self, config: LoadedConfig, *, cache_size: int = DEFAULT_STATE_CACHE_RUNS) -> None:
         self.config = config
         self._cache: OrderedDict[bytes, tuple[bytes, StoredRun]] = OrderedDict()
         self._cache_size = cache_size
+        self.decodes = 0
 
     def decode(self, key: bytes, raw: bytes) -> StoredRun | None:
         hit = self._cache.get(key)
         if hit is not None and (hit[0] is raw or hit[0] == raw):
             self._cache.move_to_end(key)
             return hit[1]
+        self.decodes += 1
         try:
             stored = envelope.decode(raw)
         except envelope.EnvelopeError as exc:

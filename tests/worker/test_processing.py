@@ -266,6 +266,28 @@ def test_cache_is_only_used_for_identical_bytes() -> None:
     assert fresh.value == result.value
 
 
+def test_decodes_count_the_stored_states_the_cache_did_not_hold() -> None:
+    """Three runs through a cache of two, one event each per batch: each batch reads all three stored states,
+    and the least recently used one is always the run the cache just dropped."""
+    processor = RunProcessor(CONFIG, cache_size=2)
+    store: dict[bytes, bytes] = {}
+    keys = ["a", "b", "c"]
+    run_batches(processor, records([event(0, k) for k in keys]), store, [3])
+    assert processor.decodes == 0  # new runs: nothing stored to decode, and written states are remembered
+    for n in range(1, 4):
+        run_batches(processor, records([event(n, k) for k in keys], start=3 * n), store, [3])
+    assert processor.decodes == 9
+    roomy = RunProcessor(CONFIG, cache_size=3)
+    store = {}
+    for n in range(4):
+        run_batches(roomy, records([event(n, k) for k in keys], start=3 * n), store, [3])
+    assert roomy.decodes == 0
+    none = RunProcessor(CONFIG, cache_size=0)
+    for n in range(4, 6):
+        run_batches(none, records([event(n, k) for k in keys], start=3 * n), store, [3])
+    assert none.decodes == 6
+
+
 # --- the delivery protocol under crashes ----------------------------------------------------------------------
 
 

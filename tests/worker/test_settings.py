@@ -60,3 +60,32 @@ def test_the_batch_budget_comes_from_the_flag_or_the_variable(monkeypatch: pytes
 def test_a_batch_budget_out_of_range_is_a_settings_error(budget: float) -> None:
     with pytest.raises(SettingsError, match="batch budget must be between 0 and 1 second"):
         WorkerSettings(batch_budget=budget)
+
+
+def test_the_state_cache_size_comes_from_the_flag_or_the_variable_and_reaches_the_worker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from prometheus_client import generate_latest
+
+    from streams.config_file import LoadedConfig
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.metrics import WorkerMetrics
+
+    monkeypatch.delenv("LOOPWATCH_STATE_CACHE_RUNS", raising=False)
+    assert settings(monkeypatch, [], {}).state_cache_runs == 1024
+    assert settings(monkeypatch, [], {"LOOPWATCH_STATE_CACHE_RUNS": "0"}).state_cache_runs == 0
+    chosen = settings(monkeypatch, ["--state-cache-runs", "7"], {"LOOPWATCH_STATE_CACHE_RUNS": "0"})
+    assert chosen.state_cache_runs == 7
+    chosen = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), state_cache_runs=7)
+    metrics = WorkerMetrics(process=False)
+    worker = LoopwatchWorker(chosen, LoadedConfig.default(), metrics)
+    assert worker.processor._cache_size == 7
+    assert "loopwatch_state_decodes_total 0.0" in generate_latest(metrics.registry).decode()
+    worker.processor.decodes = 3  # read at the scrape, not pushed per event
+    assert "loopwatch_state_decodes_total 3.0" in generate_latest(metrics.registry).decode()
+
+
+@pytest.mark.parametrize("runs", [-1, 1_000_001])
+def test_a_state_cache_size_out_of_range_is_a_settings_error(runs: int) -> None:
+    with pytest.raises(SettingsError, match="state cache must hold between 0 and 1000000 runs"):
+        WorkerSettings(state_cache_runs=runs)
