@@ -1,4 +1,4 @@
-"""The latency runs' load generator: no garbage collection while it sends, and collection back after."""
+"""The worker benchmark's pure parts: the latency runs' load generator, which (a) drain counts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from bench.worker_bench import steady_generator
+from bench.worker_bench import Result, main, median_run, steady_generator
 
 
 def test_the_generator_sends_without_collections_and_collects_again_after() -> None:
@@ -20,3 +20,19 @@ def test_collection_comes_back_when_a_run_fails() -> None:
     with pytest.raises(RuntimeError), steady_generator():
         raise RuntimeError("the broker went away")
     assert gc.isenabled()
+
+
+def test_a_is_the_drain_of_median_rate_with_all_its_own_figures() -> None:
+    drains = [Result("(a)", 15000, seconds, cpu) for seconds, cpu in ((0.5, 0.6), (0.8, 0.7), (0.6, 0.9))]
+    chosen = median_run(drains)
+    assert chosen is drains[2]  # 25,000 events/s between 18,750 and 30,000
+    assert chosen.cpu_per_event_us == pytest.approx(60.0)
+    assert median_run(drains[:2]) is drains[0]  # of two, the faster: the higher, harder half of (a)
+    assert median_run(drains[:1]) is drains[0]
+
+
+def test_a_needs_at_least_one_drain(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--a-runs", "0"])
+    assert exit_info.value.code == 2
+    assert "0 is not a positive count" in capsys.readouterr().err
