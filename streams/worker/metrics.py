@@ -127,7 +127,7 @@ class WorkerMetrics:
             registry=r,
         )
         self._state_decodes: Callable[[], int] = lambda: 0
-        r.register(_ReadAtScrape(lambda: self._state_decodes()))
+        r.register(_StateDecodes(lambda: self._state_decodes()))
         self._init_loop_cost(r)
         for kind in get_args(StormKind):
             for detector in get_args(DetectorId):
@@ -195,7 +195,7 @@ class WorkerMetrics:
         saved_dollars.inc(cost.saved_cost_usd or 0.0)
 
     def read_state_decodes(self, read: Callable[[], int]) -> None:
-        """``loopwatch_state_decodes_total`` is ``read()`` at each scrape: the hot path only counts in a plain int."""
+        """Where ``loopwatch_state_decodes_total`` comes from (the worker's :class:`RunProcessor` count)."""
         self._state_decodes = read
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
@@ -203,8 +203,9 @@ class WorkerMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
 
-class _ReadAtScrape(Collector):
-    """The series whose value a scrape reads from the worker, instead of one Prometheus call per event."""
+class _StateDecodes(Collector):
+    """``loopwatch_state_decodes_total``, read from the worker's plain count at each scrape (a cache miss costs
+    the hot path an integer add, not a Prometheus call)."""
 
     def __init__(self, read: Callable[[], int]) -> None:
         self._read = read
