@@ -126,8 +126,8 @@ class WorkerMetrics:
             "Records on the storm-signal topic the storm counter could not read",
             registry=r,
         )
-        self._state_decodes: Callable[[], int] = lambda: 0
-        r.register(_StateDecodes(lambda: self._state_decodes()))
+        self._state_decodes = _StateDecodes()
+        r.register(self._state_decodes)
         self._init_loop_cost(r)
         for kind in get_args(StormKind):
             for detector in get_args(DetectorId):
@@ -196,7 +196,7 @@ class WorkerMetrics:
 
     def read_state_decodes(self, read: Callable[[], int]) -> None:
         """Where ``loopwatch_state_decodes_total`` comes from (the worker's :class:`RunProcessor` count)."""
-        self._state_decodes = read
+        self._state_decodes.read = read
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose ``/metrics`` on ``host:port`` from a daemon thread."""
@@ -207,15 +207,15 @@ class _StateDecodes(Collector):
     """``loopwatch_state_decodes_total``, read from the worker's plain count at each scrape (a cache miss costs
     the hot path an integer add, not a Prometheus call)."""
 
-    def __init__(self, read: Callable[[], int]) -> None:
-        self._read = read
+    def __init__(self) -> None:
+        self.read: Callable[[], int] = lambda: 0  # until a worker's processor is attached
 
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = CounterMetricFamily(
             "loopwatch_state_decodes",
             "Stored run states decoded because the decoded-state cache (--state-cache-runs) did not hold them",
         )
-        family.add_metric([], self._read())
+        family.add_metric([], self.read())
         yield family
 
 
