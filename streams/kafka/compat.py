@@ -74,7 +74,8 @@ Install them into a Faust app with :func:`apply_kafka_compat` right after creati
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
 ``Transport.Consumer`` (our consumer: partition pause/resume, ``perform_seek`` and ``resume_flow`` for
 remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap``, ``seek_wait`` and revocation for remedy 4) ->
-``Consumer._new_consumer_thread`` -> our consumer thread, which overrides only ``highwaters``
+``Consumer._new_consumer_thread`` -> our consumer thread, on an event loop of our own
+(:mod:`streams.kafka.thread_loop`), which overrides only ``highwaters``
 (used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions), ``on_start``
 (to reach its own group coordinator and start taking ahead) and ``_fetch_records`` (records taken ahead
 first), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
@@ -99,6 +100,7 @@ from aiokafka.errors import IllegalStateError, KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from streams.kafka.security import KafkaSecurity
+from streams.kafka.thread_loop import new_thread_loop
 
 __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
@@ -437,7 +439,16 @@ def join_ahead(ahead: dict[Any, _Ahead], drained: dict[Any, list[Any]]) -> int:
 
 
 class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer thread with checked end offsets and LeaveGroup on close."""
+    """Faust's aiokafka consumer thread with checked end offsets and LeaveGroup on close, whose loop polls its
+    sockets without waiting only every so often (:mod:`streams.kafka.thread_loop`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        own_loop = "thread_loop" not in kwargs
+        if own_loop:
+            kwargs["thread_loop"] = new_thread_loop()
+        super().__init__(*args, **kwargs)
+        if own_loop:
+            self._close_thread_loop_on_stop = True  # mode closes a thread's loop only if it made it itself
 
     @property
     def compat_options(self) -> CompatOptions:

@@ -853,3 +853,27 @@ def test_standbys_stay_on_faust_path_if_its_recovery_bookkeeping_changes() -> No
     recovery: Any = cast(Any, consumer.app.tables).recovery
     del recovery.standby_offsets
     assert not consumer.apply_standbys_in_bulk()
+
+
+def test_the_consumer_thread_runs_on_a_coalescing_loop_that_mode_closes_when_the_thread_stops() -> None:
+    """Plain and ``--embedded`` consumers alike. mode closes a thread's loop only if it made the loop itself: this
+    pins the private flag that makes it close ours too (it fails if mode renames it, instead of a worker leaking
+    an epoll descriptor per consumer thread)."""
+    from streams.kafka.embedded import shorten_fetch_wait
+    from streams.kafka.thread_loop import CoalescingSelector
+
+    for embedded in (False, True):
+        app = faust.App("t-loop", **faust_settings_for("127.0.0.1:1", embedded=embedded), store="memory://")
+        apply_kafka_compat(app)
+        if embedded:
+            shorten_fetch_wait(app)
+
+        async def created(app: Any) -> Any:
+            return app.consumer._thread
+
+        thread = asyncio.run(created(app))
+        try:
+            assert isinstance(thread.thread_loop._selector, CoalescingSelector)
+            assert thread._close_thread_loop_on_stop is True
+        finally:
+            thread.thread_loop.close()
