@@ -859,6 +859,8 @@ def test_the_consumer_thread_runs_on_a_coalescing_loop_that_mode_closes_when_the
     """Plain and ``--embedded`` consumers alike. mode closes a thread's loop only if it made the loop itself: this
     pins the private flag that makes it close ours too (it fails if mode renames it, instead of a worker leaking
     an epoll descriptor per consumer thread)."""
+    from mode.threads import ServiceThread
+
     from streams.kafka.embedded import shorten_fetch_wait
     from streams.kafka.thread_loop import CoalescingSelector
 
@@ -877,3 +879,12 @@ def test_the_consumer_thread_runs_on_a_coalescing_loop_that_mode_closes_when_the
             assert thread._close_thread_loop_on_stop is True
         finally:
             thread.thread_loop.close()
+
+    async def plain(loop: asyncio.AbstractEventLoop) -> bool:
+        return bool(ServiceThread(thread_loop=loop)._close_thread_loop_on_stop)
+
+    given = asyncio.new_event_loop()
+    try:  # mode itself keeps a loop it was given open by this flag (an AttributeError if it is renamed)
+        assert asyncio.run(plain(given)) is False
+    finally:
+        given.close()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import selectors
 import socket
+from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,43 +22,39 @@ class Clock:
         return self.now
 
 
-def ready_selector(clock: Clock) -> tuple[CoalescingSelector, socket.socket, socket.socket]:
+@contextlib.contextmanager
+def ready_selector(clock: Clock) -> Iterator[CoalescingSelector]:
     """A selector watching a socket that has a byte to read."""
     reader, writer = socket.socketpair()
-    writer.send(b"x")
     selector = CoalescingSelector(clock=clock)
-    selector.register(reader, selectors.EVENT_READ)
-    return selector, reader, writer
+    try:
+        writer.send(b"x")
+        selector.register(reader, selectors.EVENT_READ)
+        yield selector
+    finally:
+        selector.close()
+        reader.close()
+        writer.close()
 
 
 def test_a_non_waiting_poll_right_after_a_poll_is_skipped_and_the_next_one_due_is_made() -> None:
     clock = Clock()
-    selector, reader, writer = ready_selector(clock)
-    try:
+    with ready_selector(clock) as selector:
         assert len(selector.select(0)) == 1  # the first poll is made
         clock.now += POLL_EVERY / 2
         assert selector.select(0) == []  # skipped: the socket is read at the next poll due
         clock.now += POLL_EVERY / 2
         assert len(selector.select(0)) == 1
-    finally:
-        selector.close()
-        reader.close()
-        writer.close()
 
 
 @given(since=st.floats(0, 2 * POLL_EVERY), timeout=st.one_of(st.none(), st.floats(1e-6, 0.01)))
 def test_a_poll_that_may_wait_is_always_made(since: float, timeout: float | None) -> None:
     """Only a poll with no time to wait is skipped: a loop about to sleep always sees its ready sockets."""
     clock = Clock()
-    selector, reader, writer = ready_selector(clock)
-    try:
+    with ready_selector(clock) as selector:
         selector.select(0)
         clock.now += since
         assert len(selector.select(timeout)) == 1
-    finally:
-        selector.close()
-        reader.close()
-        writer.close()
 
 
 def test_the_thread_loop_runs_callbacks_and_reads_sockets() -> None:
@@ -64,14 +62,14 @@ def test_the_thread_loop_runs_callbacks_and_reads_sockets() -> None:
     try:
 
         async def echo() -> bytes:
-            reader, writer = socket.socketpair()
-            writer.send(b"ping")
-            stream, _ = await asyncio.open_connection(sock=reader)
+            ours, theirs = socket.socketpair()
+            theirs.send(b"ping")
+            stream, transport = await asyncio.open_connection(sock=ours)
             try:
                 return await asyncio.wait_for(stream.readexactly(4), 5)
             finally:
-                _.close()
-                writer.close()
+                transport.close()
+                theirs.close()
 
         assert loop.run_until_complete(echo()) == b"ping"
         assert isinstance(getattr(loop, "_selector", None), CoalescingSelector)
