@@ -29,7 +29,8 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
   copy of each other's tables and once with ``--standby-replicas 0``;
 * event-to-verdict latency at half of (a)'s max rate, on (a)'s fleet (:func:`fleet_for`), with real-time
   ``ts``: p50/p99 and what the p99 is made of (the event's produce ack, the worker's fetch-to-send, the
-  verdict's confirmation and state write), the wait of each batch's oldest record before the worker starts
+  verdict's confirmation and state write), the p50/p99 of each second of the traffic (growing figures: the
+  worker fell behind, see :func:`by_second`), the wait of each batch's oldest record before the worker starts
   it (``loopwatch_batch_wait_seconds``: the broker, the fetch and the worker's queue), the worker's event-loop
   lag (``loopwatch_event_loop_lag_seconds``: how long its own work held the loop that every fetch hand-over
   and batch waits on), the worker's CPU per event, mean batch and state writes per event at that rate
@@ -706,7 +707,8 @@ def breakdown(
 ) -> dict[str, list[float]]:
     """Latency samples by name from matched events, verdicts and state writes (see :func:`latency_run`)."""
     by_key: dict[bytes, list[tuple[int, int]]] = {}
-    out: dict[str, list[float]] = {name: [] for name in ("verdict", "ack", "worker", "store", "received", "write")}
+    names = ("verdict", "ack", "worker", "store", "received", "write", "verdict_ts")
+    out: dict[str, list[float]] = {name: [] for name in names}
     for key, partition, last_offset, at in writes:
         by_key.setdefault(key, []).append((last_offset, at))
         covered = events.get((partition, last_offset))
@@ -723,6 +725,7 @@ def breakdown(
         rows.append(row)
         for name, value in zip(("verdict", "ack", "worker", "store", "received"), row, strict=True):
             out[name].append(float(value))
+        out["verdict_ts"].append(float(ts))  # when its event was stamped, for :func:`by_second`
     if rows:
         p99 = percentile([r[0] for r in rows], 0.99)
         top = [r for r in rows if r[0] >= p99]
@@ -892,6 +895,22 @@ def run_subprocess_system(name: str, cmd: list[str], total: int, workdir: Path, 
 
 
 # --- main -----------------------------------------------------------------------------------------------------
+
+
+def by_second(stamped: Sequence[float], values: Sequence[float]) -> list[tuple[float, float]]:
+    """p50 and p99 of ``values`` per second of the traffic, by their ``stamped`` times (ms), first second first.
+
+    A worker that keeps up has about the same figures every second; one that falls behind shows them growing
+    through the window, so its p99 is the queue it built, not a steady tail.
+    """
+    if not stamped:
+        return []
+    start = min(stamped)
+    seconds: dict[int, list[float]] = {}
+    for at, value in zip(stamped, values, strict=True):
+        seconds.setdefault(int((at - start) // 1000), []).append(value)
+    each = [seconds.get(n, []) for n in range(max(seconds) + 1)]
+    return [(percentile(values, 0.5), percentile(values, 0.99)) for values in each]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -1137,6 +1156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lagged = f"{lag[0]:.1f} / {lag[1]:.0f} ms"
                 print(f"    event-loop lag (how late a timer every 0.1 s woke; histogram) p50 / p99: {lagged}")
                 verdict = samples.get("verdict", [])
+                seconds = by_second(samples.get("verdict_ts", []), verdict)
+                per_second = ", ".join(f"{p50:.0f}/{p99:.0f}" for p50, p99 in seconds)
+                print(f"    event -> verdict p50/p99 per second of the traffic (ms; growing: behind): {per_second}")
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
                 )
@@ -1147,6 +1169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 column[f"at {at}: cores used by " + ", ".join(cores)] = ", ".join(f"{v:.2f}" for v in cores.values())
                 if n == 0:
                     column["p99 made of (ack, worker, store)"] = made_of
+                    if seconds:
+                        column["at half of (a): p50 / p99 in the first and the last second of the traffic"] = (
+                            "{:.0f} / {:.0f} and {:.0f} / {:.0f} ms".format(*seconds[0], *seconds[-1])
+                        )
                 column[f"at {at}: batch wait p50 / p99 (its oldest record's age when the worker starts it)"] = waited
                 column[f"at {at}: event-loop lag p50 / p99 (how late the worker's loop woke a timer)"] = lagged
     print("\nside by side (one run; on a shared machine repeat it and quote medians):")

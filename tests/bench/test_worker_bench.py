@@ -1,4 +1,5 @@
-"""The worker benchmark's pure parts: the latency runs' load generator, which (a) drain counts."""
+"""The worker benchmark's pure parts: the latency runs' load generator and per-second view, which (a) drain
+counts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gc
 
 import pytest
 
-from bench.worker_bench import Result, main, median_run, steady_generator
+from bench.worker_bench import Result, by_second, main, median_run, steady_generator
 
 
 def test_the_generator_sends_without_collections_and_collects_again_after() -> None:
@@ -36,3 +37,15 @@ def test_a_needs_at_least_one_drain(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--a-runs", "0"])
     assert exit_info.value.code == 2
     assert "0 is not a positive count" in capsys.readouterr().err
+
+
+def test_latency_by_second_shows_a_queue_growing_through_the_window() -> None:
+    start = 1_700_000_000_000.0
+    stamped = [start + 250.0 * n for n in range(12)]  # three seconds, four events each
+    latencies = [10.0, 12.0, 11.0, 13.0, 20.0, 22.0, 21.0, 25.0, 40.0, 45.0, 42.0, 90.0]
+    assert by_second(stamped, latencies) == [(12.0, 13.0), (22.0, 25.0), (45.0, 90.0)]
+    # a quiet second keeps its place (no figures) and the order is by stamp, not by arrival
+    gap = [stamped[0] + 2500.0, stamped[0]]
+    assert by_second(gap, [7.0, 3.0])[0] == (3.0, 3.0)
+    assert [str(p50) for p50, _ in by_second(gap, [7.0, 3.0])[1:]] == ["nan", "7.0"]
+    assert by_second([], []) == []
