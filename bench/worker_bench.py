@@ -30,7 +30,8 @@ idle CPU is mostly fetch polling, which also runs during the window). Then:
 * event-to-verdict latency at half of (a)'s max rate, on (a)'s fleet (:func:`fleet_for`), with real-time
   ``ts``: p50/p99 and what the p99 is made of (the event's produce ack, the worker's fetch-to-send, the
   verdict's confirmation and state write), the p50/p99 of each second of the traffic (growing figures: the
-  worker fell behind, see :func:`by_second`), the wait of each batch's oldest record before the worker starts
+  worker fell behind, see :func:`by_second`) and the worker's and the broker's cores in each second
+  (:func:`sample_cores`), the wait of each batch's oldest record before the worker starts
   it (``loopwatch_batch_wait_seconds``: the broker, the fetch and the worker's queue), the worker's event-loop
   lag (``loopwatch_event_loop_lag_seconds``: how long its own work held the loop that every fetch hand-over
   and batch waits on), the worker's CPU per event, mean batch and state writes per event at that rate
@@ -519,6 +520,7 @@ class LatencyRun(NamedTuple):
     lag: tuple[float, float]  # p50 and p99 (ms) of its loopwatch_event_loop_lag_seconds over the traffic
     cores: dict[str, float]  # cores used over the traffic by the worker, the broker and this benchmark process
     events: int  # events of the traffic
+    cores_by_second: dict[str, list[float]]  # the worker's and the broker's cores in each second of the traffic
 
 
 BURST_SECONDS = 0.005
@@ -639,7 +641,14 @@ def latency_run(
                     fut.add_done_callback(lambda _f, index=index: acked_at.__setitem__(index, time.time() * 1000))
                     bursts.append((partition, keys, ts, fut))
 
-            tasks = [asyncio.ensure_future(reader()), asyncio.ensure_future(follow())]
+            by_second_cores: dict[str, list[float]] = {name: [] for name in pids}
+            sending = asyncio.Event()
+            sending.set()
+            tasks = [
+                asyncio.ensure_future(reader()),
+                asyncio.ensure_future(follow()),
+                asyncio.ensure_future(sample_cores(pids, sending, by_second_cores)),
+            ]
             start = time.monotonic()
             bursts: list[tuple[int, list[bytes], int, Any]] = []  # (partition, keys, ts, future of its metadata)
             acked_at: dict[int, float] = {}
@@ -655,6 +664,7 @@ def latency_run(
                 for partition, burst in by_partition.items():
                     await send(partition, burst, ts)
                 await asyncio.sleep(max(0.0, BURST_SECONDS - (time.monotonic() - start) % BURST_SECONDS))
+            sending.clear()
             await producer.flush()
             events: dict[tuple[int, int], tuple[bytes, int, float]] = {}
             span: dict[int, tuple[int, int]] = {}
@@ -684,12 +694,33 @@ def latency_run(
             cpu_us = used["worker"] / len(traffic) * 1e6
             # interpolated in their buckets as Prometheus does, so only as fine as the buckets
             wait, lag = (quantiles_ms(before, after, name) for name in ("batch_wait", "event_loop_lag"))
-            return LatencyRun(samples, cpu_us, loop_us, mean_batch(after, before), wait, lag, cores, len(traffic))
+            return LatencyRun(
+                samples, cpu_us, loop_us, mean_batch(after, before), wait, lag, cores, len(traffic), by_second_cores
+            )
 
         with steady_generator():
             return asyncio.run(run())
     finally:
         stop(proc)
+
+
+async def sample_cores(pids: dict[str, int], sending: asyncio.Event, out: dict[str, list[float]]) -> None:
+    """Append each process's cores over every whole second to ``out`` while ``sending`` is set.
+
+    On the embedded broker they show whether the broker's share grew through the window: Tansu's memory
+    storage lists every record batch a partition holds at each fetch, so its cost per fetch grows with the
+    traffic sent so far (docs/performance.md)."""
+    last = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    since = time.monotonic()
+    while sending.is_set():
+        await asyncio.sleep(max(0.0, since + 1.0 - time.monotonic()))
+        now = time.monotonic()
+        if not sending.is_set():
+            return  # a part of a second: the last whole one is in
+        used = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for name, cpu in used.items():
+            out[name].append((cpu - last[name]) / (now - since))
+        last, since = used, now
 
 
 def quantiles_ms(before: dict[str, float], after: dict[str, float], name: str) -> tuple[float, float]:
@@ -1116,7 +1147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra = [float(r) for r in args.latency_rates.split(",") if r.strip()]
             fleet = args.latency_gateways or fleet_for(args.events)
             for n, rate in enumerate([a.rate / 2, *extra]):
-                samples, cpu_us, loop_us, batch, wait, lag, cores, events = latency_run(
+                samples, cpu_us, loop_us, batch, wait, lag, cores, events, cores_by_second = latency_run(
                     boot, f"l{n}-{variant}", rate, args.latency_seconds, args.partitions, args.store, workdir, hashed,
                     fleet, broker.pid,
                 )  # fmt: skip
@@ -1159,6 +1190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seconds = by_second(samples.get("verdict_ts", []), verdict)
                 per_second = ", ".join(f"{p50:.0f}/{p99:.0f}" for p50, p99 in seconds)
                 print(f"    event -> verdict p50/p99 per second of the traffic (ms; growing: behind): {per_second}")
+                for name, shares in cores_by_second.items():
+                    print(f"    {name} cores per second of the traffic: " + ", ".join(f"{c:.2f}" for c in shares))
                 column[f"event → verdict p50 / p99 at {at}"] = (
                     f"{percentile(verdict, 0.5):.0f} / {percentile(verdict, 0.99):.0f} ms"
                 )
@@ -1172,6 +1205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if seconds:
                         column["at half of (a): p50 / p99 in the first and the last second of the traffic"] = (
                             "{:.0f} / {:.0f} and {:.0f} / {:.0f} ms".format(*seconds[0], *seconds[-1])
+                        )
+                    broker_shares = cores_by_second.get("broker", [])
+                    if broker_shares:
+                        column["at half of (a): broker cores in the first and the last second of the traffic"] = (
+                            f"{broker_shares[0]:.2f} and {broker_shares[-1]:.2f}"
                         )
                 column[f"at {at}: batch wait p50 / p99 (its oldest record's age when the worker starts it)"] = waited
                 column[f"at {at}: event-loop lag p50 / p99 (how late the worker's loop woke a timer)"] = lagged

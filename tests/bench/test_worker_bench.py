@@ -1,13 +1,15 @@
-"""The worker benchmark's pure parts: the latency runs' load generator and per-second view, which (a) drain
-counts."""
+"""The worker benchmark's own parts: the latency runs' load generator, per-second views and core sampler, and
+which drain (a) counts."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import os
 
 import pytest
 
-from bench.worker_bench import Result, by_second, main, median_run, steady_generator
+from bench.worker_bench import Result, by_second, main, median_run, sample_cores, steady_generator
 
 
 def test_the_generator_sends_without_collections_and_collects_again_after() -> None:
@@ -49,3 +51,22 @@ def test_latency_by_second_shows_a_queue_growing_through_the_window() -> None:
     assert by_second(gap, [7.0, 3.0])[0] == (3.0, 3.0)
     assert [str(p50) for p50, _ in by_second(gap, [7.0, 3.0])[1:]] == ["nan", "7.0"]
     assert by_second([], []) == []
+
+
+def test_cores_are_sampled_for_each_whole_second_of_sending_only() -> None:
+    async def sample() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"benchmark": []}
+        sending = asyncio.Event()
+        sending.set()
+        task = asyncio.ensure_future(sample_cores({"benchmark": os.getpid()}, sending, out))
+        deadline = asyncio.get_running_loop().time() + 1.3
+        while asyncio.get_running_loop().time() < deadline:  # busy, so the share is well above zero
+            sum(range(10_000))
+            await asyncio.sleep(0)
+        sending.clear()
+        await asyncio.wait_for(task, 2.0)
+        return out
+
+    shares = asyncio.run(sample())["benchmark"]
+    assert len(shares) == 1  # the part of the second after it is not a second
+    assert 0.3 < shares[0] <= 1.1
