@@ -529,7 +529,9 @@ BURST_SECONDS = 0.005
 A producer call per event made this process (the load generator, on the same 2 cores as the worker and the
 broker) use most of a core at half of (a), mostly in aiokafka's per-message futures and one produce request
 per millisecond; gateways batch their events the same way. Each burst is stamped with its send time, so the
-measured latency includes the up to 5 ms an event waits for its burst."""
+measured latency starts there: the up to 5 ms an event waits for its burst is not in it. Each burst also adds
+one record batch per partition to the broker, which the embedded broker lists again at every later fetch
+(:func:`sample_cores`)."""
 
 
 @contextlib.contextmanager
