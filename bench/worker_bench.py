@@ -943,7 +943,7 @@ def by_second(stamped: Sequence[float], values: Sequence[float]) -> list[tuple[f
     for at, value in zip(stamped, values, strict=True):
         seconds.setdefault(int((at - start) // 1000), []).append(value)
     each = [seconds.get(n, []) for n in range(max(seconds) + 1)]
-    return [(percentile(values, 0.5), percentile(values, 0.99)) for values in each]
+    return [(percentile(second, 0.5), percentile(second, 0.99)) for second in each]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -69,4 +69,4 @@ def test_cores_are_sampled_for_each_whole_second_of_sending_only() -> None:
 
     shares = asyncio.run(sample())["benchmark"]
     assert len(shares) == 1  # the part of the second after it is not a second
-    assert 0.3 < shares[0] <= 1.1
+    assert 0.05 < shares[0] <= (os.cpu_count() or 1)  # busy, but on a shared CI host; at most every core
