@@ -4,7 +4,7 @@ Each run's escalation is shown once per decision level (its first warning, block
 repeats its verdicts on every call) next to fleet storm alerts, in lines of at most 120 columns. Traffic is
 stamped with the wall clock, so verdict and storm times agree and the latency metric is real. With
 ``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it starts is
-stopped by pid on Ctrl-C, on SIGTERM and on any failure.
+stopped by pid on Ctrl-C, on SIGTERM and on any failure; a second Ctrl-C kills them at once.
 """
 
 from __future__ import annotations
@@ -57,6 +57,32 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait(timeout)
+
+
+def _stop_everything(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedBroker | None) -> None:
+    """Stop the demo's processes by pid, the last started first. A second Ctrl-C (or SIGTERM) while they stop
+    kills what is left at once instead of interrupting the stop: nothing is left running, and no traceback."""
+
+    def hurry(signum: int, frame: FrameType | None) -> None:
+        print("killing what is left…", flush=True)
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        if broker is not None:
+            broker.kill()
+
+    previous = {signum: signal.signal(signum, hurry) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if procs or broker is not None:
+            print("\nstopping… (Ctrl-C again to kill at once)", flush=True)
+        for proc in reversed(procs):
+            _stop(proc)
+        if broker is not None:
+            broker.stop()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _wait_until_ready(worker: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
@@ -170,7 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             tail += ["--max", str(args.max_verdicts)]
         return loopwatch(tail)
     except KeyboardInterrupt:
-        print("\nstopping…", flush=True)
         return 0
     except RuntimeError as exc:
         print(f"make run: {exc}", file=sys.stderr, flush=True)
@@ -179,10 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"make run: {exc.text()}", file=sys.stderr, flush=True)
         return exc.code
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        if broker is not None:
-            broker.stop()
+        _stop_everything(procs, broker)
         print(f"stopped everything the demo started (logs in {work})", flush=True)
 
 

@@ -304,9 +304,17 @@ class EmbeddedBroker:
         data = self.log_path.read_bytes()[-size:]
         return _ANSI.sub("", data.decode("utf-8", "replace"))
 
+    def kill(self) -> None:
+        """SIGKILL the broker now, also while :meth:`stop` waits for it (from a signal handler: a second Ctrl-C);
+        :meth:`stop` still reaps it."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after ``stop_timeout``; reaps the child; idempotent. Returns its status."""
-        proc, self._proc = self._proc, None
+        proc = self._proc  # forgotten only once reaped, so that kill() reaches it meanwhile
         code: int | None = None
         front, self._front = self._front, None
         if front is not None:  # first: closing the relayed connections lets Tansu stop without waiting for them
@@ -323,6 +331,7 @@ class EmbeddedBroker:
                         proc.kill()
                     proc.wait(self.stop_timeout)
             code = proc.returncode
+            self._proc = None
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

@@ -1,0 +1,74 @@
+"""``make run`` as a user runs it: verdicts appear, and Ctrl-C (once, or twice in a hurry) stops every process the
+demo started, with no traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import REPO_ROOT, python_env, start_process, stop_process, wait_until
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("make") is None, reason="make run needs make"),
+]
+
+VERDICT = re.compile(r"^\S+Z (WARNING|BLOCK|ABORT) ", re.MULTILINE)
+STARTED = re.compile(r"(embedded broker|worker|demo traffic) pid (\d+)")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run_until_verdicts(log: Path) -> tuple[int, dict[str, int]]:
+    """``make run`` in a session of its own (as a terminal's foreground job); its pid and the pids it printed."""
+    proc = start_process(["make", "--no-print-directory", "run"], env=python_env(), log_path=log, cwd=REPO_ROOT)
+    try:
+        wait_until(lambda: VERDICT.search(log.read_text(errors="replace")), 120, 0.2, message="a verdict line")
+    except BaseException:
+        stop_process(proc)
+        raise
+    started = {name: int(pid) for name, pid in STARTED.findall(log.read_text(errors="replace"))}
+    assert set(started) == {"embedded broker", "worker", "demo traffic"}
+    return proc.pid, started
+
+
+def interrupt_and_wait(pid: int, presses: int, log: Path) -> str:
+    """Ctrl-C as a terminal sends it (SIGINT to the foreground process group), ``presses`` times."""
+    for press in range(presses):
+        if press:
+            time.sleep(0.3)
+        os.killpg(pid, signal.SIGINT)
+    wait_until(lambda: "stopped everything the demo started" in log.read_text(errors="replace"), 30, 0.1,
+               message="the demo's last line")  # fmt: skip
+    return log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
+def test_make_run_shows_verdicts_and_ctrl_c_stops_everything(tmp_path: Path, presses: int) -> None:
+    log = tmp_path / "make-run.log"
+    leader, started = run_until_verdicts(log)
+    try:
+        text = interrupt_and_wait(leader, presses, log)
+        assert "Traceback" not in text, text[-3000:]
+        assert "stopping…" in text
+        if presses == 2:
+            assert "killing what is left" in text
+        wait_until(lambda: not any(alive(pid) for pid in started.values()), 10, 0.1, message="every pid gone")
+    finally:
+        for pid in started.values():  # nothing may outlive the test, whatever failed above
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if alive(leader):
+            os.killpg(leader, signal.SIGKILL)
