@@ -23,6 +23,7 @@ from types import FrameType
 
 from streams.devbroker import EmbeddedBroker, free_port
 from streams.errors import CommandError
+from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 
 WIDTH = 120
@@ -38,8 +39,8 @@ DEMO_CONFIG = """{
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streams.demo", description=__doc__)
-    p.add_argument("--gateways", type=int, default=4)
-    p.add_argument("--rate", type=float, default=60.0, help="events per second, whole fleet")
+    p.add_argument("--gateways", type=int, default=DEFAULT_GATEWAYS)
+    p.add_argument("--rate", type=float, default=DEFAULT_RATE, help="events per second, whole fleet")
     p.add_argument("--duration", type=float, default=3600.0, help="seconds of traffic (Ctrl-C stops earlier)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--max-verdicts", type=int, default=None, help="stop after this many verdicts")

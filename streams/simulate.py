@@ -35,6 +35,8 @@ RUNS_PER_GATEWAY: Final = 4  # concurrent runs per gateway: their events interle
 PROGRESSING_CALLS: Final = (4, 30)  # calls in a healthy ("progressing") run, inclusive bounds
 SEPARATE_RESULT_SHARE: Final = 0.15  # calls whose outcome comes as a later tool_result event
 OVERSIZED_BYTES: Final = 1_048_576 + 4096  # just above streams.decode.DEFAULT_MAX_BYTES
+DEFAULT_GATEWAYS: Final = 4  # a small fleet, when nothing else is asked for (`loopwatch simulate`, `make run`)
+DEFAULT_RATE: Final = 60.0  # its events per second, all gateways together
 #: Simulated models: (provider, model, US dollars per million input / output / cache-read tokens, or None).
 MODELS: Final = (
     ("anthropic", "claude-sonnet-4-5", (3.0, 15.0, 0.30)),
@@ -595,6 +597,8 @@ def simulate(
 __all__ = [
     "ARCHETYPES",
     "BASE_TS_MS",
+    "DEFAULT_GATEWAYS",
+    "DEFAULT_RATE",
     "MALFORMED_KINDS",
     "PROGRESSING_CALLS",
     "fleet_events",

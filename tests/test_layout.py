@@ -113,6 +113,8 @@ SURFACES: dict[str, set[str]] = {
     "streams.simulate": {
         "ARCHETYPES",
         "BASE_TS_MS",
+        "DEFAULT_GATEWAYS",
+        "DEFAULT_RATE",
         "MALFORMED_KINDS",
         "PROGRESSING_CALLS",
         "fleet_events",

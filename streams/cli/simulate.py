@@ -24,8 +24,10 @@ from streams.kafka.security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.simulate import simulate
+from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE, simulate
 from streams.topics import EVENTS_TOPIC
+
+DEFAULT_DURATION = 60.0  # a minute of the default fleet: 3,600 records
 
 
 def register(sub: Any) -> None:
@@ -36,9 +38,24 @@ def register(sub: Any) -> None:
         "runs looping in every way the detectors know. The same seed gives the same records; ids and the start "
         "time derive from the seed, so different seeds never collide.",
     )
-    p.add_argument("--gateways", type=_positive_int, required=True, help="number of simulated gateways")
-    p.add_argument("--rate", type=_positive_float, required=True, help="events per second, whole fleet")
-    p.add_argument("--duration", type=_positive_float, required=True, help="simulated seconds")
+    p.add_argument(
+        "--gateways",
+        type=_positive_int,
+        default=DEFAULT_GATEWAYS,
+        help=f"number of simulated gateways (default {DEFAULT_GATEWAYS})",
+    )
+    p.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=DEFAULT_RATE,
+        help=f"events per second, whole fleet (default {DEFAULT_RATE:g})",
+    )
+    p.add_argument(
+        "--duration",
+        type=_positive_float,
+        default=DEFAULT_DURATION,
+        help=f"simulated seconds (default {DEFAULT_DURATION:g})",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes; default 0)")
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
     p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")

@@ -120,12 +120,20 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
         2,
         "loopwatch worker: batch budget must be between 0 and 1 second: see 'loopwatch worker --help'\n",
     )
-    result = lw(empty, "simulate")
-    assert result.code == 2
-    assert result.first_error == (
-        "loopwatch simulate: the following arguments are required: --gateways, --rate, --duration: "
-        "see 'loopwatch simulate --help'"
+    result = lw(empty, "simulate", "--rate", "0")
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch simulate: must be a positive number (--rate): see 'loopwatch simulate --help'\n",
     )
+
+
+def test_simulate_with_no_flags_writes_a_minute_of_a_small_fleet(empty: Path) -> None:
+    result = lw(empty, "simulate")
+    assert (result.code, result.err) == (0, "")
+    events = [json.loads(line) for line in result.out.splitlines()]
+    assert len(events) == 60 * 60  # 60 events/s for 60 s
+    assert len({event["gateway_id"] for event in events}) == 4
+    assert list(empty.iterdir()) == []  # stdout only: nothing written where it ran
 
 
 def test_bad_environment_variable_names_itself_and_only_stops_the_worker(empty: Path) -> None:
