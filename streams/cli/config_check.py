@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         help="inspect OpenClaw loop-detection config",
         description="Inspect an OpenClaw config file the way loop detection reads it.",
     )
-    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
     check = config_sub.add_parser(
         "check",
         help="resolve tools.loopDetection per agent and report every adjusted value",

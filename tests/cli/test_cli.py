@@ -127,6 +127,15 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
     )
 
 
+def test_config_without_its_subcommand_names_what_is_missing_in_the_help_s_words(empty: Path) -> None:
+    result = lw(empty, "config")
+    assert (result.code, result.err) == (
+        2,
+        "loopwatch config: the following arguments are required: SUBCOMMAND: see 'loopwatch config --help'\n",
+    )
+    assert "SUBCOMMAND" in lw(empty, "config", "--help").out
+
+
 def test_simulate_with_no_flags_writes_a_minute_of_a_small_fleet(empty: Path) -> None:
     result = lw(empty, "simulate")
     assert (result.code, result.err) == (0, "")
