@@ -59,8 +59,10 @@ schemas: install
 schemas-check: install
 	$(BIN)/python -m schemas.generate --check
 
+# `make run RUN_ARGS="--duration 1800 --rate 120"`: the demo's own flags (python -m streams.demo --help).
+RUN_ARGS ?=
 run: install-runtime
-	$(BIN)/python -m streams.demo
+	$(BIN)/python -m streams.demo $(RUN_ARGS)
 
 bench: install
 	$(BIN)/python -m bench.core_bench

@@ -27,6 +27,8 @@ from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 
 WIDTH = 120
+LAST_WORDS = 10.0  # seconds the verdicts are still followed after the traffic's end, for the last ones
+MORE = 'make run RUN_ARGS="--duration S" sends more'
 
 DEMO_CONFIG = """{
   // The demo enables OpenClaw's rolling detectors (off by default) with the default thresholds,
@@ -41,7 +43,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streams.demo", description=__doc__)
     p.add_argument("--gateways", type=int, default=DEFAULT_GATEWAYS)
     p.add_argument("--rate", type=float, default=DEFAULT_RATE, help="events per second, whole fleet")
-    p.add_argument("--duration", type=float, default=3600.0, help="seconds of traffic (Ctrl-C stops earlier)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=600.0,
+        help="seconds of traffic (Ctrl-C stops earlier). Ten minutes by default: the embedded broker's fetches cost "
+        "more with every record batch it stores (docs/embedded-broker.md), so an hour would end with it busy",
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--max-verdicts", type=int, default=None, help="stop after this many verdicts")
     p.add_argument("--partitions", type=int, default=4)
@@ -192,10 +200,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from streams.cli import main as loopwatch  # the verdicts are shown by `loopwatch tail`, run in-process
 
         tail = ["tail", "--bootstrap", bootstrap, "--topic", VERDICTS_TOPIC, "--topic", FLEET_ALERTS_TOPIC]
-        tail += ["--from-beginning", "--escalations", "--width", str(WIDTH), "--timeout", str(args.duration + 60)]
+        tail += [
+            "--from-beginning",
+            "--escalations",
+            "--width",
+            str(WIDTH),
+            "--timeout",
+            str(args.duration + LAST_WORDS),
+        ]
         if args.max_verdicts is not None:
             tail += ["--max", str(args.max_verdicts)]
-        return loopwatch(tail)
+        code = loopwatch(tail)
+        if procs[1].poll() is not None:
+            print(f"\nthe demo's {args.duration:g} s of traffic are over ({MORE})", flush=True)
+        return code
     except KeyboardInterrupt:
         return 0
     except RuntimeError as exc:

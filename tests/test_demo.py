@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,9 +32,15 @@ def alive(pid: int) -> bool:
     return True
 
 
+def make_run(log: Path, *run_args: str) -> subprocess.Popen[bytes]:
+    """``make run`` in a session of its own, as a terminal's foreground job."""
+    command = ["make", "--no-print-directory", "run", *([f"RUN_ARGS={' '.join(run_args)}"] if run_args else [])]
+    return start_process(command, env=python_env(), log_path=log, cwd=REPO_ROOT)
+
+
 def run_until_verdicts(log: Path) -> tuple[int, dict[str, int]]:
-    """``make run`` in a session of its own (as a terminal's foreground job); its pid and the pids it printed."""
-    proc = start_process(["make", "--no-print-directory", "run"], env=python_env(), log_path=log, cwd=REPO_ROOT)
+    """``make run`` with its defaults; its pid and the pids it printed, once verdicts show."""
+    proc = make_run(log)
     try:
         wait_until(lambda: VERDICT.search(log.read_text(errors="replace")), 120, 0.2, message="a verdict line")
     except BaseException:
@@ -72,3 +79,19 @@ def test_make_run_shows_verdicts_and_ctrl_c_stops_everything(tmp_path: Path, pre
                 os.kill(pid, signal.SIGKILL)
         if alive(leader):
             os.killpg(leader, signal.SIGKILL)
+
+
+def test_make_run_ends_by_itself_after_its_traffic_and_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "make-run.log"
+    proc = make_run(log, "--duration", "10")
+    try:
+        code = proc.wait(120)
+    finally:
+        stop_process(proc)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    assert VERDICT.search(text) and "Traceback" not in text
+    assert 'the demo\'s 10 s of traffic are over (make run RUN_ARGS="--duration S" sends more)' in text
+    started = [int(pid) for _, pid in STARTED.findall(text)]
+    assert len(started) == 3 and not any(alive(pid) for pid in started)
+    assert text.rstrip().splitlines()[-1].startswith("stopped everything the demo started (logs in ")
