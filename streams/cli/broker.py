@@ -25,8 +25,9 @@ def register(subparsers: Any) -> None:
         "broker",
         help="run the embedded Kafka-compatible broker (Tansu, memory only) on 127.0.0.1",
         description="Run the embedded Kafka-compatible broker (Tansu, keeping everything in memory) on 127.0.0.1 "
-        "until Ctrl-C or SIGTERM, for local use and tests; production runs real Kafka. With --cert and --key the "
-        "listener speaks TLS.",
+        "until Ctrl-C or SIGTERM, for local use and tests; production runs real Kafka. It keeps everything and each "
+        "fetch looks through all its partition holds, so it grows slower as topics fill: restart it for a clean "
+        "slate (docs/embedded-broker.md). With --cert and --key the listener speaks TLS.",
     )
     parser.add_argument(
         "--port", type=int, default=9092, help="listen port on 127.0.0.1 (default 9092; 0: pick a free one)"
