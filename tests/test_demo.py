@@ -88,6 +88,9 @@ def test_make_run_ends_by_itself_after_its_traffic_and_says_so(tmp_path: Path) -
         code = proc.wait(120)
     finally:
         stop_process(proc)
+        for _, pid in STARTED.findall(log.read_text(errors="replace")):  # nothing may outlive a failed wait
+            if alive(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
     text = log.read_text(errors="replace")
     assert code == 0, text[-3000:]
     assert VERDICT.search(text) and "Traceback" not in text
