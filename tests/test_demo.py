@@ -8,7 +8,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -52,10 +51,11 @@ def run_until_verdicts(log: Path) -> tuple[int, dict[str, int]]:
 
 
 def interrupt_and_wait(pid: int, presses: int, log: Path) -> str:
-    """Ctrl-C as a terminal sends it (SIGINT to the foreground process group), ``presses`` times."""
+    """Ctrl-C as a terminal sends it (SIGINT to the foreground process group), ``presses`` times: again once the
+    demo says it is stopping, as an impatient user would."""
     for press in range(presses):
         if press:
-            time.sleep(0.3)
+            wait_until(lambda: "stopping…" in log.read_text(errors="replace"), 30, 0.05, message="stopping…")
         os.killpg(pid, signal.SIGINT)
     wait_until(lambda: "stopped everything the demo started" in log.read_text(errors="replace"), 30, 0.1,
                message="the demo's last line")  # fmt: skip
