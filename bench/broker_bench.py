@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 from bench.worker_bench import cpu_seconds, positive_int
@@ -135,10 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from streams.devbroker import EmbeddedBroker
 
-    with (
-        tempfile.TemporaryDirectory(prefix="broker-bench-") as work,
-        EmbeddedBroker(log_path=Path(work) / "broker.log") as broker,
-    ):
+    with EmbeddedBroker() as broker:  # its log is a temporary file it removes again
         assert broker.pid is not None
         rows = asyncio.run(measure(broker.bootstrap, broker.pid, args.depths, args.partitions, args.rounds))
     print(f"embedded broker (Tansu, memory storage): {args.partitions} partitions, single-record batches of")

@@ -55,7 +55,6 @@ import contextlib
 import gc
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -72,6 +71,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.soak.stats import histogram_buckets, histogram_quantile  # noqa: E402
+from streams.devbroker import terminate  # noqa: E402
 from streams.topics import changelog_topic  # noqa: E402
 from tests.support.procs import sigterm_as_interrupt  # noqa: E402
 from tests.support.worker import metric, scrape  # noqa: E402  (one /metrics parser for tests and benchmarks)
@@ -179,13 +179,7 @@ async def produce_async(
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    terminate(proc, 20.0)
 
 
 class Result:

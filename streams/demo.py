@@ -21,14 +21,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from streams.devbroker import EmbeddedBroker, free_port
+from streams.devbroker import EmbeddedBroker, free_port, terminate
 from streams.errors import CommandError
 from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 
 WIDTH = 120
 LAST_WORDS = 10.0  # seconds the verdicts are still followed after the traffic's end, for the last ones
-MORE = 'make run RUN_ARGS="--duration S" sends more'
 
 DEMO_CONFIG = """{
   // The demo enables OpenClaw's rolling detectors (off by default) with the default thresholds,
@@ -56,18 +55,6 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait(timeout)
-
-
 def _stop_everything(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedBroker | None) -> None:
     """Stop the demo's processes by pid, the last started first. A second Ctrl-C (or SIGTERM) while they stop
     kills what is left at once instead of interrupting the stop: nothing is left running, and no traceback."""
@@ -86,7 +73,7 @@ def _stop_everything(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedB
         if procs or broker is not None:
             print("\nstopping… (Ctrl-C again to kill at once)", flush=True)
         for proc in reversed(procs):
-            _stop(proc)
+            terminate(proc, 10.0)
         if broker is not None:
             broker.stop()
     finally:
@@ -212,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tail += ["--max", str(args.max_verdicts)]
         code = loopwatch(tail)
         if procs[1].poll() is not None:
-            print(f"\nthe demo's {args.duration:g} s of traffic are over ({MORE})", flush=True)
+            over = f"the demo's {args.duration:g} s of traffic are over"
+            print(f'\n{over} (make run RUN_ARGS="--duration S" sends more)', flush=True)
         return code
     except KeyboardInterrupt:
         return 0

@@ -4,6 +4,6 @@ Production connects to a real Kafka cluster; nothing outside ``loopwatch broker`
 starts these.
 """
 
-from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port
+from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port, terminate
 
-__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port"]
+__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port", "terminate"]

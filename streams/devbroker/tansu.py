@@ -123,6 +123,24 @@ def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+def terminate(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """SIGTERM, then SIGKILL if ``proc`` is still there after ``timeout`` s; reaps it and returns its status.
+
+    For every child the development tools start and stop by pid (the broker, the demo's worker and traffic, the
+    benchmarks' workers); one that has already exited is only reaped."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("pid %s ignored SIGTERM for %.0f s; killing it", proc.pid, timeout)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(timeout)
+    return proc.returncode
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """Ask Linux to SIGTERM the broker when its parent dies, so a killed test run leaves no broker behind."""
     with contextlib.suppress(Exception):
@@ -320,17 +338,7 @@ class EmbeddedBroker:
         if front is not None:  # first: closing the relayed connections lets Tansu stop without waiting for them
             front.stop()
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    log.warning("broker pid %s ignored SIGTERM; killing it", proc.pid)
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    proc.wait(self.stop_timeout)
-            code = proc.returncode
+            code = terminate(proc, self.stop_timeout)
             self._proc = None
         if self._log_file is not None:
             self._log_file.close()
