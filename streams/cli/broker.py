@@ -14,6 +14,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from streams.cli._args import port, positive_float
 from streams.devbroker import BrokerError, EmbeddedBroker, PortInUseError
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.admin import create_topics
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
         "slate (docs/embedded-broker.md). With --cert and --key the listener speaks TLS.",
     )
     parser.add_argument(
-        "--port", type=int, default=9092, help="listen port on 127.0.0.1 (default 9092; 0: pick a free one)"
+        "--port", type=port, default=9092, help="listen port on 127.0.0.1 (default 9092; 0: pick a free one)"
     )
     parser.add_argument(
         "--log-file", default=None, help="broker log file (default: a temporary file, removed when the broker stops)"
@@ -42,7 +43,9 @@ def register(subparsers: Any) -> None:
         metavar="NAME:PARTITIONS",
         help="create this topic once the broker is ready (repeatable); auto-created topics get 4 partitions",
     )
-    parser.add_argument("--ready-timeout", type=float, default=15.0, help="seconds to wait for readiness (default 15)")
+    parser.add_argument(
+        "--ready-timeout", type=positive_float, default=15.0, help="seconds to wait for readiness (default 15)"
+    )
     parser.add_argument("--cert", metavar="PEM", default=None, help="serve TLS with this certificate (chain)")
     parser.add_argument("--key", metavar="PEM", default=None, help="private key of --cert (unencrypted PEM)")
     parser.add_argument(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.audit.source import lines
+from streams.cli._args import positive_int
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -36,15 +37,12 @@ from streams.worker.settings import (
     environ,
 )
 
+_HELP = "see 'loopwatch publish --help'"
 _RAW_MAX_REQUEST = 16 * 1024 * 1024  # --raw may carry deliberately oversized records
 
 
 def register(subparsers: Any) -> None:
     env = environ()
-    try:
-        partitions = env_int(env, "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
-    except SettingsError:
-        partitions = DEFAULT_PARTITIONS
     p = subparsers.add_parser(
         "publish",
         help="send events from a JSON Lines file to loopwatch.events",
@@ -62,8 +60,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
     p.add_argument(
         "--partitions",
-        type=int,
-        default=partitions,
+        type=positive_int,
+        default=None,
         help="partitions of the topic if it has to be created "
         f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
     )
@@ -124,11 +122,25 @@ async def send_all(
     return len(futures)
 
 
+def _partitions(args: argparse.Namespace) -> int:
+    """``--partitions``, else ``LOOPWATCH_PARTITIONS``, else the default; read only when publishing."""
+    if args.partitions is not None:
+        return int(args.partitions)
+    try:
+        partitions = env_int(environ(), "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
+    except SettingsError as exc:
+        raise CommandError(str(exc), hint=_HELP) from None
+    if partitions < 1:
+        raise CommandError(f"LOOPWATCH_PARTITIONS={partitions} must be a positive integer", hint=_HELP)
+    return partitions
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
-        raise CommandError(str(exc), hint="see 'loopwatch publish --help'") from None
+        raise CommandError(str(exc), hint=_HELP) from None
+    partitions = _partitions(args)
     try:
         source = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
     except OSError as exc:
@@ -138,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     preflight(args.bootstrap, security)
     try:
         sent = asyncio.run(
-            send_all(args.bootstrap, args.topic, records, partitions=args.partitions, raw=args.raw, security=security)
+            send_all(args.bootstrap, args.topic, records, partitions=partitions, raw=args.raw, security=security)
         )
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
         raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None

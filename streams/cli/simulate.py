@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from streams.cli._args import fraction, positive_float, positive_int
 from streams.errors import CommandError
 from streams.kafka.security import (
     PLAINTEXT,
@@ -40,25 +41,25 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--gateways",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_GATEWAYS,
         help=f"number of simulated gateways (default {DEFAULT_GATEWAYS})",
     )
     p.add_argument(
         "--rate",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_RATE,
         help=f"events per second, whole fleet (default {DEFAULT_RATE:g})",
     )
     p.add_argument(
         "--duration",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_DURATION,
         help=f"simulated seconds (default {DEFAULT_DURATION:g})",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes; default 0)")
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
-    p.add_argument("--malformed", type=_fraction, default=0.0, help="fraction of bad records (0..1)")
+    p.add_argument("--malformed", type=fraction, default=0.0, help="fraction of bad records (0..1)")
     p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
     p.add_argument("--usage", action="store_true", help="precede each tool call by its model call's usage")
     target = p.add_mutually_exclusive_group()
@@ -72,27 +73,6 @@ def register(sub: Any) -> None:
     )
     add_security_arguments(p)
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be a positive number")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return value
 
 
 def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:

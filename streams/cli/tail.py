@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import orjson
 
+from streams.cli._args import non_negative_int, positive_float, positive_int
 from streams.errors import EXIT_FINDINGS, EXIT_OK, CommandError, warn
 from streams.kafka.security import (
     PLAINTEXT,
@@ -65,9 +66,11 @@ def register(subparsers: Any) -> None:
         help="only the first warning, block and abort of each run (a looping run repeats its verdicts)",
     )
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained record")
-    p.add_argument("--max", type=int, default=None, metavar="N", help="stop after N records")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds")
-    p.add_argument("--width", type=int, default=0, metavar="COLUMNS", help="cut lines to this width (0: never)")
+    p.add_argument("--max", type=positive_int, default=None, metavar="N", help="stop after N records")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--width", type=non_negative_int, default=0, metavar="COLUMNS", help="cut lines to this width (0: never)"
+    )
     add_security_arguments(p)
     p.set_defaults(func=run)
 

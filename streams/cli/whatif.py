@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import orjson
 
 from streams.audit.source import lines, read_events, read_records
+from streams.cli._args import non_negative_int, positive_int
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError
@@ -63,8 +64,8 @@ def register(sub: Any) -> None:
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report with charts")
     p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
-    p.add_argument("--limit", type=int, default=20, help="changed runs listed in the table (default 20)")
-    p.add_argument("--buckets", type=int, default=40, help="time buckets of the HTML timeline (default 40)")
+    p.add_argument("--limit", type=non_negative_int, default=20, help="changed runs listed in the table (default 20)")
+    p.add_argument("--buckets", type=positive_int, default=40, help="time buckets of the HTML timeline (default 40)")
     add_profile_arguments(p)
     add_security_arguments(p)
     p.set_defaults(func=run)

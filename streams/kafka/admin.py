@@ -118,6 +118,8 @@ async def ensure_topics(
 
     if not topics:
         return {}
+    if any(partitions < 1 for partitions in topics.values()):
+        raise ValueError(f"every topic needs at least one partition: {dict(topics)}")  # Tansu would create it empty
     auth = security.aiokafka_kwargs() if security is not None else {}
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-admin", **auth

@@ -127,6 +127,53 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["broker", "--port", "99999"], "must be a port number from 0 to 65535 (--port)"),  # was a traceback
+        (["broker", "--port", "-1"], "must be a port number from 0 to 65535 (--port)"),
+        (["broker", "--ready-timeout", "0"], "must be a positive number (--ready-timeout)"),
+        (["tail", "--max", "0"], "must be a positive integer (--max)"),  # were all checked after connecting
+        (["tail", "--timeout", "nan"], "must be a positive number (--timeout)"),
+        (["tail", "--width", "-1"], "must be 0 or more (--width)"),
+        (["publish", "events.jsonl", "--partitions", "0"], "must be a positive integer (--partitions)"),
+        (["whatif", "--events", "events.jsonl", "--buckets", "0"], "must be a positive integer (--buckets)"),
+        (["whatif", "--events", "events.jsonl", "--limit", "-2"], "must be 0 or more (--limit)"),
+        (["simulate", "--gateways", "many"], "'many' is not an integer (--gateways)"),
+        (["simulate", "--malformed", "some"], "'some' is not a number (--malformed)"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_number_out_of_its_range_is_refused_before_anything_starts(empty: Path, argv: list[str], said: str) -> None:
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    result = lw(empty, *argv, "--bootstrap", f"127.0.0.1:{free_port()}") if argv[0] != "broker" else lw(empty, *argv)
+    assert (result.code, result.err) == (2, f"loopwatch {argv[0]}: {said}: see 'loopwatch {argv[0]} --help'\n")
+    assert not list(empty.glob(".state"))
+
+
+def test_publish_names_a_bad_partitions_variable_only_when_it_publishes(empty: Path) -> None:
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    for value, said in (
+        ("0", "LOOPWATCH_PARTITIONS=0 must be a positive integer"),
+        ("x", "LOOPWATCH_PARTITIONS='x' is not an integer"),
+    ):
+        result = lw(empty, "publish", "events.jsonl", env={"LOOPWATCH_PARTITIONS": value})
+        assert (result.code, result.err) == (2, f"loopwatch publish: {said}: see 'loopwatch publish --help'\n")
+        assert (
+            lw(
+                empty,
+                "publish",
+                "events.jsonl",
+                "--partitions",
+                "2",
+                "--bootstrap",
+                f"127.0.0.1:{free_port()}",
+                env={"LOOPWATCH_PARTITIONS": value},
+            ).code
+            == 3
+        )  # the flag wins: on to connecting
+
+
 def test_config_without_its_subcommand_names_what_is_missing_in_the_help_s_words(empty: Path) -> None:
     result = lw(empty, "config")
     assert (result.code, result.err) == (

@@ -1,0 +1,60 @@
+"""Argparse types for the commands' numeric flags, so a nonsensical number is refused where it is typed.
+
+Each raises :class:`argparse.ArgumentTypeError`, which the command line turns into its one-line error naming the
+flag (streams/cli/__init__.py); no command has to check its numbers again after parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _float(text)
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 included (0: the system picks a free one)."""
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be a port number from 0 to 65535")
+    return value
