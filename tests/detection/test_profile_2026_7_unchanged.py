@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from streams.detection import LoopConfig, RunState, ToolEvent, engine
 from streams.detection.profiles import apply
-from tests.support.engine_streams import ARGS, CONFIGS, OUTCOMES, TOOLS, build, scripts
+from tests.support.engine_streams import BASIC, CONFIGS
 
 ENGINE_PROPS = settings(
     derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=200
@@ -40,9 +40,9 @@ def _run(fn: Any, events: list[ToolEvent], config: LoopConfig) -> bytes:
 
 
 @ENGINE_PROPS
-@given(scripts, st.sampled_from(CONFIGS), st.booleans())
+@given(BASIC.scripts(), st.sampled_from(CONFIGS), st.booleans())
 def test_dispatcher_equals_the_2026_7_engine(script: Any, config: LoopConfig, prehashed: bool) -> None:
-    events = build(script, "run-1", prehashed)
+    events = BASIC.build(script, "run-1", prehashed)
     assert _run(apply, events, config) == _run(engine.apply, events, config)
 
 
@@ -54,13 +54,18 @@ def corpus() -> list[tuple[list[ToolEvent], LoopConfig]]:
         for _ in range(rnd.randint(1, 25)):
             kind = rnd.choice(["call", "call", "alternate", "result", "compaction", "repeat"])
             if kind in ("call", "alternate"):
-                step = (kind, rnd.randrange(len(TOOLS)), rnd.randrange(len(ARGS)), rnd.randrange(len(OUTCOMES)))
+                step = (
+                    kind,
+                    rnd.randrange(len(BASIC.tools)),
+                    rnd.randrange(len(BASIC.args)),
+                    rnd.randrange(len(BASIC.outcomes)),
+                )
                 script.append((*step, rnd.randint(1, 12)))
             elif kind == "result":
-                script.append((kind, rnd.randint(0, 30), rnd.randrange(len(OUTCOMES)), 0, 1))
+                script.append((kind, rnd.randint(0, 30), rnd.randrange(len(BASIC.outcomes)), 0, 1))
             else:
                 script.append((kind, rnd.randint(1, 6), 0, 0, 1))
-        cases.append((build(script, f"run-{n % 3}", n % 2 == 1), CONFIGS[n % len(CONFIGS)]))
+        cases.append((BASIC.build(script, f"run-{n % 3}", n % 2 == 1), CONFIGS[n % len(CONFIGS)]))
     return cases
 
 
