@@ -69,11 +69,13 @@ SURFACES: dict[str, set[str]] = {
     "streams.cli": {"build_parser", "main"},
     "streams.devbroker": {"BrokerError", "EmbeddedBroker", "PortInUseError", "free_port", "terminate"},
     "streams.kafka.admin": {
+        "EMBEDDED_CLUSTER_ID",
         "TopicError",
         "TopicMismatchError",
         "api_versions_request",
         "create_topics",
         "ensure_topics",
+        "is_embedded_broker",
         "kafka_ready",
         "read_response",
     },

@@ -9,6 +9,7 @@ count, because the changelog must be co-partitioned with the events topic.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import sys
 from typing import Any
@@ -49,6 +50,7 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
 
 
 def run(args: argparse.Namespace) -> int:
+    from streams.kafka.admin import is_embedded_broker
     from streams.kafka.client import kafka_failure, preflight
     from streams.worker.startup import (
         announce_ready,
@@ -73,6 +75,14 @@ def run(args: argparse.Namespace) -> int:
         wait=settings.kafka_wait,
         waiting=lambda line: print(f"loopwatch worker: {line}", file=sys.stderr, flush=True),
     )
+    if settings.embedded is None:  # not set: on when the broker is the embedded one, unless membership is static
+        try:
+            embedded = asyncio.run(is_embedded_broker(settings.bootstrap, settings.security))
+        except Exception as exc:
+            raise kafka_failure(
+                exc, "cannot read the cluster's metadata", settings.bootstrap, settings.security
+            ) from None
+        settings = dataclasses.replace(settings, embedded=embedded and not settings.group_instance_id)
     # Imported only now: Faust takes seconds to import, and every check above should fail fast.
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics
@@ -96,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         f"store {settings.store}, data dir {data_dir}, "
         f"storms {_storms_summary(settings.storms)}, "
         f"config {settings.config_path or '(defaults)'} hash {config.config_hash[:12]}, "
-        f"kafka {settings.security.describe()}",
+        f"kafka {settings.security.describe()}"
+        + (" (the embedded broker: short sessions)" if settings.embedded else ""),
         file=sys.stderr,
         flush=True,
     )

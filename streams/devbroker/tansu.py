@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Self
 
-from streams.kafka.admin import kafka_ready
+from streams.kafka.admin import EMBEDDED_CLUSTER_ID, kafka_ready
 
 if TYPE_CHECKING:
     from streams.devbroker.tls_front import TlsFront
@@ -173,7 +173,7 @@ class EmbeddedBroker:
         host: str = LOCALHOST,
         log_path: str | os.PathLike[str] | None = None,
         binary: str | None = None,
-        cluster_id: str = "loopwatch",
+        cluster_id: str = EMBEDDED_CLUSTER_ID,
         ready_timeout: float = 15.0,
         stop_timeout: float = 6.0,
         die_with_parent: bool = True,

@@ -1,4 +1,5 @@
-"""Kafka administration without a client's state: the raw readiness probe and explicit topic creation.
+"""Kafka administration without a client's state: the raw readiness probe, explicit topic creation, and
+telling the embedded broker from a real cluster (by the cluster id it is started with).
 
 Topics are always created explicitly with their partition counts: a broker that auto-creates an unknown topic
 picks its own default (4 on the embedded broker), which would break the co-partitioning of the events topic and
@@ -11,20 +12,25 @@ import asyncio
 import socket
 import struct
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from streams.kafka.security import KafkaSecurity
 
 __all__ = [
+    "EMBEDDED_CLUSTER_ID",
     "TopicError",
     "TopicMismatchError",
     "api_versions_request",
     "create_topics",
     "ensure_topics",
+    "is_embedded_broker",
     "kafka_ready",
     "read_response",
 ]
+
+#: The cluster id ``loopwatch broker`` starts Tansu with: how a worker knows it talks to the embedded broker.
+EMBEDDED_CLUSTER_ID: Final = "loopwatch-embedded"
 
 _ERR_TOPIC_ALREADY_EXISTS = 36
 
@@ -170,3 +176,18 @@ def create_topics(
     return asyncio.run(
         ensure_topics(bootstrap, topics, replication=replication, configs=configs, timeout=timeout, security=security)
     )
+
+
+async def is_embedded_broker(bootstrap: str, security: KafkaSecurity | None = None, timeout: float = 5.0) -> bool:
+    """Whether the cluster at ``bootstrap`` reports :data:`EMBEDDED_CLUSTER_ID` in its metadata."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from streams.kafka.client import started
+
+    auth = security.aiokafka_kwargs() if security is not None else {}
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-admin", **auth
+    )
+    async with started(admin, timeout):
+        cluster: dict[str, Any] = await asyncio.wait_for(admin.describe_cluster(), timeout)
+    return cluster.get("cluster_id") == EMBEDDED_CLUSTER_ID

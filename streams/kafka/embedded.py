@@ -13,7 +13,8 @@ docs/performance.md and docs/embedded-broker.md.
 
 Installed through the transport's consumer class (the same seam :mod:`streams.kafka.compat` uses), for this
 app only, so it sits beside the other broker remedies (:mod:`streams.kafka.compat`) but is not one of them:
-it is installed only with ``--embedded``.
+it is installed only with ``--embedded``, which the worker turns on by itself when the broker reports the
+embedded broker's cluster id (:func:`streams.kafka.admin.is_embedded_broker`).
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class LoopwatchWorker:
             settings.group,
             **faust_settings_for(
                 settings.bootstrap,
-                embedded=settings.embedded,
+                embedded=bool(settings.embedded),
                 security=settings.security,
                 group_instance_id=settings.group_instance_id,
             ),

@@ -138,7 +138,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("--metrics-host", "metrics_host", str, "address the metrics server binds"),
     Option("--web-port", "web_port", _int, "port of Faust's web server on 127.0.0.1, 0 = no web server"),
     Option("--worker-id", "worker_id", str, "names this worker in the Kafka client id (loopwatch-ID)"),
-    Option("--embedded", "embedded", _bool, "short group sessions for the embedded broker; never on real Kafka"),
+    Option(
+        "--embedded",
+        "embedded",
+        _bool,
+        "short group sessions and fetch waits for the embedded broker (joins in seconds, not half a minute); "
+        "never on real Kafka",
+        default_text="on when the broker is loopwatch broker (unless --group-instance-id), else off",
+    ),
     Option(
         "--log-level",
         "log_level",

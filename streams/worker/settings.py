@@ -56,7 +56,8 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
-    """How one worker process runs. ``embedded`` selects short group sessions for the embedded broker."""
+    """How one worker process runs. ``embedded`` selects short group sessions for the embedded broker; None
+    leaves it to ``loopwatch worker``, which asks the broker (:func:`streams.kafka.admin.is_embedded_broker`)."""
 
     bootstrap: str = DEFAULT_BOOTSTRAP
     group: str = DEFAULT_GROUP
@@ -69,7 +70,7 @@ class WorkerSettings:
     metrics_host: str = "127.0.0.1"
     web_port: int = DEFAULT_WEB_PORT
     web_host: str = "127.0.0.1"
-    embedded: bool = False
+    embedded: bool | None = None
     max_batch: int = 500
     batch_linger: float = 0.01
     batch_budget: float = 0.008  # seconds of processing a batch below a full one aims at (see _batch_limit)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
@@ -108,13 +110,52 @@ def check_port_free(host: str, port: int, what: str, flag: str) -> None:
             raise CommandError(f"cannot bind the {what} port", f"{host}:{port}", exc.strerror) from None
 
 
+class RepeatLimiter(logging.Filter):
+    """Lets a library message through once per ``every`` seconds, counting what it held back in between.
+
+    While Kafka is unreachable aiokafka logs the same few errors about 40 times a second, forever; an operator
+    needs to see that it happens and that it goes on, not 140,000 lines an hour. Messages are told apart by
+    their logger and format string, so each distinct problem still shows at once.
+    """
+
+    def __init__(self, every: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.every = every
+        self._clock = clock
+        self._shown: dict[tuple[str, str], tuple[float, int]] = {}  # (logger, format) -> (shown at, held back)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        now = self._clock()
+        shown = self._shown.get(key)
+        if shown is not None and now - shown[0] < self.every:
+            self._shown[key] = (shown[0], shown[1] + 1)
+            return False
+        if shown is not None and shown[1]:
+            record.msg = f"{record.msg} (and {shown[1]} more like it in the last {now - shown[0]:.0f} s)"
+        if len(self._shown) >= _REPEATS_REMEMBERED:
+            self._shown.clear()
+        self._shown[key] = (now, 0)
+        return True
+
+
+_REPEATS_REMEMBERED = 1000  # distinct library messages remembered before the limiter starts over
+_LIBRARIES = ("faust", "mode", "aiokafka", "kafka")
+
+
 def library_logging(log_level: str) -> dict[str, Any]:
-    """A Faust ``logging_config`` (merged into Faust's own) that keeps library loggers at warning and above."""
-    quiet = "DEBUG" if log_level == "debug" else "WARNING"
+    """A Faust ``logging_config`` (merged into Faust's own): library loggers at warning and above, each repeated
+    message at most every 30 s (:class:`RepeatLimiter`); at ``--log-level debug`` everything, unlimited."""
+    if log_level == "debug":
+        return {"version": 1, "merge": True, "loggers": {name: {"level": "DEBUG"} for name in _LIBRARIES}}
     return {
         "version": 1,
         "merge": True,
-        "loggers": {name: {"level": quiet} for name in ("faust", "mode", "aiokafka", "kafka")},
+        "filters": {"repeats": {"()": RepeatLimiter}},
+        # Faust's own handler and format (mode.utils.logging), with the limiter: a logger's filters would not
+        # see its children's records (aiokafka.conn, ...), a handler's see all that reach it.
+        "handlers": {"library": {"class": "colorlog.StreamHandler", "formatter": "colored", "filters": ["repeats"]}},
+        "loggers": {name: {"level": "WARNING", "handlers": ["library"], "propagate": False} for name in _LIBRARIES},
     }
 
 

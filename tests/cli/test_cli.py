@@ -317,12 +317,13 @@ CONFIG = "{ tools: { loopDetection: { enabled: true } } }\n"
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWorker]:
     """``loopwatch worker --bootstrap B`` from an empty directory: every other setting is a default (or a
-    LOOPWATCH_* variable: short sessions for the embedded broker, the config, storms of 2 runs)."""
+    LOOPWATCH_* variable: the config, storms of 2 runs). It finds out by itself that the broker is the embedded
+    one, as a user's worker started beside ``loopwatch broker`` does."""
     if port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT):
         pytest.skip(f"the default ports {DEFAULT_WEB_PORT}/{DEFAULT_METRICS_PORT} are taken on this machine")
     directory = tmp_path_factory.mktemp("worker-home")
     (directory / "openclaw.json5").write_text(CONFIG, encoding="utf-8")
-    env = clean_env({"LOOPWATCH_EMBEDDED": "1", "LOOPWATCH_CONFIG": "openclaw.json5", "LOOPWATCH_STORM_RUNS": "2"})
+    env = clean_env({"LOOPWATCH_CONFIG": "openclaw.json5", "LOOPWATCH_STORM_RUNS": "2"})
     log = directory.parent / f"{directory.name}.log"
     started = time.monotonic()
     proc = start_process([LOOPWATCH, "worker", "--bootstrap", broker.bootstrap], env=env, log_path=log, cwd=directory)
@@ -354,9 +355,37 @@ def test_worker_from_an_empty_directory_creates_its_data_dir_and_says_ready(work
     assert lines[0].startswith(
         f"loopwatch worker: starting: group loopwatch, 12 partitions, store rocksdb, data dir {data_dir}"
     )
+    # Not told --embedded, it asked the broker: without the short sessions the join alone took 31 s.
+    assert lines[0].endswith(", kafka PLAINTEXT (the embedded broker: short sessions)"), lines[0]
     before_ready = lines[: lines.index(ready)]
     assert len(before_ready) <= 6, "\n".join(before_ready)  # Faust's ~170 lines of start-up tables stay quiet
     assert not any("Traceback" in line or "|" in line for line in lines)
+
+
+@pytest.mark.integration
+def test_a_worker_whose_broker_goes_away_says_so_without_flooding_its_log(empty: Path) -> None:
+    """aiokafka logs the same connection errors about 40 times a second while Kafka is away: each is shown
+    once, then at most every 30 s with a count of what was held back."""
+    port, metrics, web = free_port(), free_port(), free_port()
+    broker = EmbeddedBroker(port=port, log_path=empty.parent / "gone-broker.log")
+    log = empty.parent / "gone-worker.log"
+    args = ["worker", "--bootstrap", f"127.0.0.1:{port}", "--metrics-port", str(metrics), "--web-port", str(web)]
+    broker.start()
+    proc = None
+    try:
+        proc = start_process([LOOPWATCH, *args], env=clean_env(), log_path=log, cwd=empty)
+        wait_until(lambda: "loopwatch worker: ready" in log.read_text(), READY_TIMEOUT, 0.1, message="worker ready")
+        broker.kill()
+        wait_until(lambda: "Unable connect to node" in log.read_text(), 30, 0.1, message="the first error")
+        time.sleep(6)  # about 240 lines of them without the limiter
+        output = log.read_text()
+        assert proc.poll() is None, output[-3000:]  # it waits for Kafka to come back
+        assert output.count("Unable connect to node") == 1, output[-3000:]
+        assert len(output.splitlines()) < 40, output[-3000:]
+    finally:
+        if proc is not None:
+            stop_process(proc, 20)
+        broker.stop()
 
 
 @pytest.mark.integration

@@ -1,0 +1,80 @@
+"""The worker's start-up helpers that need no Kafka: the library log limiter and its logging config."""
+
+from __future__ import annotations
+
+import io
+import logging
+import logging.config
+
+from streams.worker.startup import RepeatLimiter, library_logging
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record(msg: str, *args: object, name: str = "aiokafka.conn") -> logging.LogRecord:
+    return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+
+
+def test_a_repeated_message_shows_once_per_window_with_the_count_it_held_back() -> None:
+    clock = Clock()
+    limiter = RepeatLimiter(every=30.0, clock=clock)
+    first = record("Unable connect to node with id %s: %s", 111, "refused")
+    assert limiter.filter(first) and first.getMessage() == "Unable connect to node with id 111: refused"
+    for step in range(40):  # 40 a second, as aiokafka does while the broker is away
+        clock.now += 0.025
+        assert not limiter.filter(record("Unable connect to node with id %s: %s", 111, f"refused {step}"))
+    clock.now = 130.0
+    again = record("Unable connect to node with id %s: %s", 111, "refused")
+    assert limiter.filter(again)
+    assert again.getMessage() == "Unable connect to node with id 111: refused (and 40 more like it in the last 30 s)"
+    clock.now += 1
+    assert not limiter.filter(record("Unable connect to node with id %s: %s", 111, "refused"))
+
+
+def test_another_message_or_logger_is_not_held_back() -> None:
+    limiter = RepeatLimiter(every=30.0, clock=Clock())
+    assert limiter.filter(record("Unable to update metadata from %s", [111]))
+    assert limiter.filter(record("Failed fetch messages from %s: %s", 111, "closed"))
+    assert limiter.filter(record("Unable to update metadata from %s", [111], name="aiokafka.cluster"))
+    assert not limiter.filter(record("Unable to update metadata from %s", [112]))
+
+
+def test_a_message_after_a_quiet_window_has_no_count() -> None:
+    clock = Clock()
+    limiter = RepeatLimiter(every=30.0, clock=clock)
+    assert limiter.filter(record("Heartbeat failed"))
+    clock.now += 31
+    late = record("Heartbeat failed")
+    assert limiter.filter(late) and late.getMessage() == "Heartbeat failed"
+
+
+def test_the_logging_config_limits_every_library_logger_and_its_children() -> None:
+    """Applied as Faust merges it: the limiter sits on the libraries' handler, so records of child loggers
+    (aiokafka.conn, ...) pass through it too; at debug nothing is limited."""
+    stream = io.StringIO()
+    config = library_logging("info")
+    config.pop("merge")
+    config["formatters"] = {"colored": {"format": "%(message)s"}}
+    config["handlers"]["library"] = {**config["handlers"]["library"], "class": "logging.StreamHandler"}
+    config["handlers"]["library"]["stream"] = stream
+    logging.config.dictConfig({**config, "disable_existing_loggers": False})
+    try:
+        child = logging.getLogger("aiokafka.conn.test-child")
+        for _ in range(50):
+            child.error("Unable connect to node with id %s", 111)
+        logging.getLogger("aiokafka.conn.test-child").info("below warning")
+        assert stream.getvalue() == "Unable connect to node with id 111\n"
+    finally:
+        for name in ("faust", "mode", "aiokafka", "kafka"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+    debug = library_logging("debug")
+    assert "filters" not in debug and all(v == {"level": "DEBUG"} for v in debug["loggers"].values())
