@@ -52,7 +52,8 @@
    so every store step's changelog records held back the next fetch of the events topic by up to 100 ms on
    the broker leading both (on the embedded broker, always): the tail of the worker's event-to-verdict
    latency, at any rate. Remedy: Faust's pause and resume of changelog partitions are mirrored into aiokafka
-   as in 4(a); standby partitions stay resumed, so they keep flowing.
+   as in 4(a); standby partitions stay resumed, so they keep flowing. Faust's livelock check, which wants a
+   fetch of every assigned partition, skips the changelog partitions paused this way.
 
 **Bulk delivery** (not a remedy; opt-in per topic with :meth:`CompatConsumer.deliver_in_bulk`): a stream
 topic's records are taken out of Faust's own fetch loop (``_wait_next_records``) as whole gapless runs per
@@ -478,6 +479,23 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
                     await take_ahead(fetcher, bulk, self._ahead)
         except Exception:  # Faust's own fetch loop still takes every record, only later
             log.exception("taking fetched records ahead stopped")
+
+    def verify_event_path(self, now: float, tp: Any) -> None:
+        """Faust's livelock check, less the changelog partitions remedy 5 keeps paused in aiokafka on purpose.
+
+        Faust checks every assigned partition for a fetch since start; a recovered table's changelog is never
+        fetched again (remedy 5), so after Faust's 5 minutes it logged a false ERROR for each of them every 7 s
+        (the soak of 2026-12-06: 24 lines per check with 12 partitions). Stream partitions and standby
+        changelogs are still checked, paused or not.
+        """
+        consumer = self._consumer
+        on_purpose = (
+            consumer is not None
+            and cast(CompatConsumer, self.consumer)._is_changelog_tp(tp)
+            and TopicPartition(tp.topic, tp.partition) in consumer.paused()
+        )
+        if not on_purpose:
+            super().verify_event_path(now, tp)
 
     async def _fetch_records(
         self, consumer: Any, active_partitions: Any, timeout: float | None = None, max_records: int | None = None

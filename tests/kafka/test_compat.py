@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import faust
 import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.kafka.compat import CompatConsumer, _ChangelogRecord, apply_kafka_compat, faust_settings_for
@@ -888,3 +889,34 @@ def test_the_consumer_thread_runs_on_a_coalescing_loop_that_mode_closes_when_the
         assert asyncio.run(plain(given)) is False
     finally:
         given.close()
+
+
+class PausedAiokafka:
+    """aiokafka's consumer as far as its public ``paused()`` goes."""
+
+    def __init__(self, paused: set[Any]) -> None:
+        self._paused = paused
+
+    def paused(self) -> set[Any]:
+        return self._paused
+
+
+def test_faust_s_livelock_check_skips_only_the_changelog_partitions_paused_on_purpose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After 5 minutes Faust's check logged a false ERROR every 7 s for each recovered table's changelog
+    partition, which remedy 5 never lets aiokafka fetch again (the soak of 2026-12-06 found it)."""
+    from aiokafka import TopicPartition
+
+    checked: list[TP] = []
+    monkeypatch.setattr(
+        faust_aiokafka.AIOKafkaConsumerThread, "verify_event_path", lambda self, now, tp: checked.append(tp)
+    )
+    consumer, _ = consumer_of()
+    thread = cast(Any, consumer._thread)
+    paused = {TopicPartition(tp.topic, tp.partition) for tp in (CHANGELOG[0], EVENTS[0])}
+    thread._consumer = PausedAiokafka(paused)
+    for tp in (*CHANGELOG, *EVENTS):
+        thread.verify_event_path(0.0, tp)
+    # the active changelog partition is skipped; the standby one and the stream partitions, paused or not, are checked
+    assert checked == [CHANGELOG[1], EVENTS[0], EVENTS[1]]
