@@ -1,7 +1,8 @@
 """Argparse types for the commands' numeric flags, so a nonsensical number is refused where it is typed.
 
 Each raises :class:`argparse.ArgumentTypeError`, which the command line turns into its one-line error naming the
-flag (streams/cli/__init__.py); no command has to check its numbers again after parsing.
+flag (streams/cli/__init__.py); no command has to check its numbers again after parsing. The text is parsed as
+the worker's flags and variables are (:mod:`streams.worker.options`), so the messages read alike.
 """
 
 from __future__ import annotations
@@ -9,19 +10,15 @@ from __future__ import annotations
 import argparse
 import math
 
+from streams.worker.options import flag_value, integer, number
+
 
 def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    return flag_value(integer, text)
 
 
 def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    return flag_value(number, text)
 
 
 def positive_int(text: str) -> int:

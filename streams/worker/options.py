@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from streams.worker.settings import LINGER_ENOUGH, ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
 from streams.worker.storm_rules import StormConfig
@@ -31,14 +31,17 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean ({'/'.join(_TRUE)} or {'/'.join(_FALSE)})")
 
 
-def _int(text: str) -> int:
+T = TypeVar("T")
+
+
+def integer(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise ValueError("not an integer") from None
 
 
-def _float(text: str) -> float:
+def number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
@@ -52,8 +55,8 @@ def log_level(text: str) -> str:
 
 
 _TYPE_NAMES: Final[dict[Callable[[str], Any], str]] = {
-    _int: "integer",
-    _float: "number",
+    integer: "integer",
+    number: "number",
     _bool: "boolean",
     str: "text",
     log_level: "choice",
@@ -115,7 +118,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "--kafka-wait",
         "kafka_wait",
-        _float,
+        number,
         "seconds to wait at start for a broker where nothing listens yet (one started with the worker); any other "
         "Kafka problem stops the worker at once",
     ),
@@ -128,15 +131,15 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "static group membership: a stable id per worker (e.g. the StatefulSet pod name), so a restart within the "
         "session timeout moves no partitions; unset = dynamic membership",
     ),
-    Option("--partitions", "partitions", _int, "partition count of every loopwatch topic and of the changelogs"),
+    Option("--partitions", "partitions", integer, "partition count of every loopwatch topic and of the changelogs"),
     Option("--store", "store", str, "run table storage; both are rebuilt from the changelog", ("rocksdb", "memory")),
     Option("--data-dir", "data_dir", str, "this worker's own directory (RocksDB files), created with its parents"),
     Option(
-        "--state-ttl", "state_ttl", _float, "seconds without events after which a run's state is dropped, 0 = never"
+        "--state-ttl", "state_ttl", number, "seconds without events after which a run's state is dropped, 0 = never"
     ),
-    Option("--metrics-port", "metrics_port", _int, "Prometheus /metrics port, 0 = no metrics server"),
+    Option("--metrics-port", "metrics_port", integer, "Prometheus /metrics port, 0 = no metrics server"),
     Option("--metrics-host", "metrics_host", str, "address the metrics server binds"),
-    Option("--web-port", "web_port", _int, "port of Faust's web server on 127.0.0.1, 0 = no web server"),
+    Option("--web-port", "web_port", integer, "port of Faust's web server on 127.0.0.1, 0 = no web server"),
     Option("--worker-id", "worker_id", str, "names this worker in the Kafka client id (loopwatch-ID)"),
     Option(
         "--embedded",
@@ -157,40 +160,40 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("--verdicts-topic", "verdicts_topic", str, "verdicts topic"),
     Option("--dead-letter-topic", "dead_letter_topic", str, "dead-letter topic (rejected records and why)"),
     Option("--fleet-alerts-topic", "fleet_alerts_topic", str, "fleet storm alerts topic"),
-    Option("--storm-window", "storms.window_seconds", _float, "fleet storms: window length, whole seconds"),
+    Option("--storm-window", "storms.window_seconds", number, "fleet storms: window length, whole seconds"),
     Option(
         "--storm-runs",
         "storms.signature_runs",
-        _int,
+        integer,
         "fleet storms: distinct runs with the same tool, detector and outcome in one window that raise an alert, "
         "0 = off",
     ),
     Option(
         "--storm-agent-runs",
         "storms.agent_runs",
-        _int,
+        integer,
         "fleet storms: distinct runs of one agent with verdicts of one detector in one window that raise an alert, "
         "0 = off",
     ),
     Option(
         "--sweep-interval",
         "sweep_interval",
-        _float,
+        number,
         "seconds between expiry sweeps and state-gauge refreshes",
         default_text="a tenth of the TTL, within 0.5-10",
     ),
-    Option("--max-batch", "max_batch", _int, "most events applied per batch (one state write per run)"),
+    Option("--max-batch", "max_batch", integer, "most events applied per batch (one state write per run)"),
     Option(
         "--batch-linger",
         "batch_linger",
-        _float,
+        number,
         "under load, seconds the oldest waiting events may wait for more before their batch starts "
         f"(not once {LINGER_ENOUGH} wait)",
     ),
     Option(
         "--batch-budget",
         "batch_budget",
-        _float,
+        number,
         "while fewer than a full batch wait, seconds of processing a batch aims at (measured per event), so an "
         "event's verdict waits for fewer others; a full batch's worth waiting is taken whole, 0 = always whole",
     ),
@@ -205,23 +208,23 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "--rocksdb-write-buffer-mb",
         "rocksdb_write_buffer_mb",
-        _float,
+        number,
         f"RocksDB memtable size per table partition, MiB ({ROCKSDB_WRITE_BUFFERS} of them at most)",
     ),
     Option(
-        "--rocksdb-block-cache-mb", "rocksdb_block_cache_mb", _float, "RocksDB block cache per table partition, MiB"
+        "--rocksdb-block-cache-mb", "rocksdb_block_cache_mb", number, "RocksDB block cache per table partition, MiB"
     ),
     Option(
         "--state-cache-runs",
         "state_cache_runs",
-        _int,
+        integer,
         "decoded run states kept in memory (about 6 KiB each), so a batch need not decode a run's stored state "
         "again; size it to the runs a worker touches (loopwatch_state_decodes_total counts the misses), 0 = none",
     ),
     Option(
         "--standby-replicas",
         "standby_replicas",
-        _int,
+        integer,
         "copies of each table partition other workers keep warm from its changelog: a takeover finds the state "
         "ready, but every copy costs its worker CPU for each state write (0: a new owner restores from the changelog)",
     ),
@@ -235,7 +238,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "--dead-letter-max-original",
         "dead_letter_max_original",
-        _int,
+        integer,
         "most bytes of a rejected record kept on the dead-letter topic",
     ),
 )
@@ -261,12 +264,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def flag_value(parse: Callable[[str], T], text: str) -> T:
+    """``parse(text)`` for argparse: its ``ValueError`` becomes the flag's one-line error ("'x' is not ...")."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is {exc}") from None
+
+
 def _argparse_type(option: Option) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
-        try:
-            return option.parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{text!r} is {exc}") from None
+        return flag_value(option.parse, text)
 
     convert.__name__ = option.type_name  # argparse names the type in some messages
     return convert
