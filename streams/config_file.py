@@ -159,6 +159,16 @@ class LoadedConfig:
         """The resolved configs in OpenClaw key names: the global default, then each listed agent."""
         return _resolved_document(self.default_config, self._by_id)
 
+    def every_config(self) -> tuple[LoopConfig, ...]:
+        """Every config an event can be judged with: the default and each listed agent's, read either way."""
+        gen9 = self.gen9
+        return (
+            self.default_config,
+            *self._by_id.values(),
+            gen9.default_config,
+            *(gen9.for_agent(agent) for agent in gen9.agent_ids),
+        )
+
 
 def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> list[AgentBlock]:
     agents: list[AgentBlock] = []

@@ -190,3 +190,19 @@ def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.
     assert err.startswith("loopwatch config check: cannot use the config file (") and ":2:9): " in err
     assert main(["config", "check", str(tmp_path / "missing.json5")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("document", "detects"),
+    [
+        ({}, False),
+        ({"tools": {"loopDetection": {"enabled": False}}}, False),
+        ({"tools": {"loopDetection": {"enabled": True}}}, True),
+        ({"agents": {"list": [{"id": "coder", "tools": {"loopDetection": {"enabled": True}}}]}}, True),
+        # only the 2026.9 reading knows agents.entries: events of that line are judged with it
+        ({"agents": {"entries": {"coder": {"tools": {"loopDetection": {"enabled": True}}}}}}, True),
+    ],
+)
+def test_every_config_covers_each_agent_read_either_way(document: dict[str, object], detects: bool) -> None:
+    configs = LoadedConfig.from_document(document).every_config()
+    assert any(c.enabled for c in configs) is detects

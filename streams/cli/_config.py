@@ -23,3 +23,19 @@ def load_config(path: Path | str | None, args: argparse.Namespace, command: str)
     for line in profile_warnings:
         print(f"loopwatch {command}: {line}", file=sys.stderr)
     return config
+
+
+def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:
+    """One stderr line when no agent runs the loop detectors. OpenClaw's default has them off, so a first run
+    without ``--config`` publishes next to nothing, and without this line nothing would say why."""
+    configs = config.every_config()
+    if any(c.enabled for c in configs):
+        return
+    guard = any(c.guard_enabled for c in configs)
+    print(
+        f"loopwatch {command}: note: loop detection is off for every agent (tools.loopDetection.enabled is not "
+        "true, as in OpenClaw's defaults), so "
+        + ("only the post-compaction guard can abort runs" if guard else "no event can get a verdict")
+        + f"; to detect loops, give {flag} an OpenClaw config file with tools.loopDetection.enabled: true",
+        file=sys.stderr,
+    )

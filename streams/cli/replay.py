@@ -25,7 +25,7 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import lines
-from streams.cli._config import load_config
+from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka import reader
@@ -96,6 +96,13 @@ def _state_topic(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args, "replay")
+    status = _run(args, config)
+    if args.run is None:  # an explanation says it at every step
+        note_detection_off(config, "replay")
+    return status
+
+
+def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
     if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
@@ -195,6 +202,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     try:
         start = reader.parse_bound(args.start) if args.start is not None else None
         end = reader.parse_bound(args.end) if args.end is not None else None
+        reader.check_order(start, end)
     except reader.RangeError as exc:
         raise CommandError(str(exc), "--from/--to", _HELP) from None
     try:

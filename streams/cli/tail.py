@@ -175,7 +175,10 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
                 shown += 1
                 if args.max is not None and shown >= args.max:
                     break
-    return EXIT_FINDINGS if args.max is not None and shown < args.max else EXIT_OK
+    if args.max is not None and shown < args.max:
+        warn("tail", f"{shown} of the {args.max} records asked for (--max) came within {args.timeout:g} s (--timeout)")
+        return EXIT_FINDINGS
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:

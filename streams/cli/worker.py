@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from streams.cli._config import load_config
+from streams.cli._config import load_config, note_detection_off
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    note_detection_off(config, "worker", "--config (LOOPWATCH_CONFIG)")
     worker.app.conf.logging_config = library_logging(settings.log_level)
     on_ready = announce_ready(worker.app, settings, data_dir)
     try:

@@ -124,6 +124,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# Faust's own service messages ("Starting...", "Stopping...") from the subclasses below: under Faust's logger,
+# whose level the worker sets (library_logging), not this module's. A child logger, because mode replaces a
+# subclass's logger with one named after its module when the inherited one is mode's own.
+_FAUST_SERVICE_LOG = logging.getLogger("faust.transport.drivers.aiokafka.compat")
 
 #: Session timeout / heartbeat for the embedded broker: Tansu holds a JoinGroup for about half the session
 #: timeout and evicts a crashed member only when its session expires, so both bound join and takeover times.
@@ -443,6 +447,8 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's aiokafka consumer thread with checked end offsets and LeaveGroup on close, whose loop polls its
     sockets without waiting only every so often (:mod:`streams.kafka.thread_loop`)."""
 
+    logger = _FAUST_SERVICE_LOG
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         own_loop = "thread_loop" not in kwargs
         if own_loop:
@@ -644,6 +650,8 @@ class CompatConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer, delegating to :class:`CompatConsumerThread`, with remedies 3 and 4: stream
     partitions are held from the moment Faust resumes them until they are positioned and the flow resumes, and
     delivered without gaps (paused in aiokafka too, re-read after anything fetched was not delivered)."""
+
+    logger = _FAUST_SERVICE_LOG
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

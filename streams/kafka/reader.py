@@ -73,6 +73,22 @@ def parse_bound(text: str) -> Bound:
     return TimeBound(int(when.timestamp() * 1000))
 
 
+def check_order(start: Bound | None, end: Bound | None) -> None:
+    """Refuse a ``--from`` that lies after its ``--to``: the range would be empty, and read as nothing found."""
+    if isinstance(start, TimeBound) and isinstance(end, TimeBound):
+        if start.ms > end.ms:
+            raise RangeError("the --from time is after the --to time")
+        return
+    if not (isinstance(start, OffsetBound) and isinstance(end, OffsetBound)):
+        return  # a time against offsets: only the broker knows which comes first
+    for partition in (None, *start.per_partition, *end.per_partition):
+        first = start.per_partition.get(partition, start.default) if partition is not None else start.default
+        last = end.per_partition.get(partition, end.default) if partition is not None else end.default
+        if first is not None and last is not None and first > last:
+            where = "" if partition is None else f" in partition {partition}"
+            raise RangeError(f"--from {first} is past --to {last}{where}, where the range ends")
+
+
 def resolve_offsets(bound: OffsetBound | None, natural: Mapping[int, int], ends: Mapping[int, int]) -> dict[int, int]:
     """Offsets per partition: ``bound``'s where given, else ``natural``; always clamped into ``[0, end]``."""
     out: dict[int, int] = {}

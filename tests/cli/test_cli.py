@@ -236,6 +236,38 @@ def test_no_broker_is_one_line_for_every_command(empty: Path, argv: list[str]) -
     assert not list(empty.glob(".state")) or argv[0] == "worker"  # only the worker has a data directory
 
 
+def test_a_replay_range_that_ends_before_it_starts_is_one_line_before_any_connection(empty: Path) -> None:
+    result = lw(empty, "replay", "--topic", "loopwatch.events", "--bootstrap", f"127.0.0.1:{free_port()}",
+                "--from", "5", "--to", "2")  # fmt: skip
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (
+        "loopwatch replay: --from 5 is past --to 2, where the range ends (--from/--to): see 'loopwatch replay --help'\n"
+    )
+
+
+def test_replay_with_the_defaults_says_that_loop_detection_is_off(empty: Path) -> None:
+    """OpenClaw's defaults leave the detectors off: a first replay without --config finds almost nothing, and says
+    why; with a config that turns them on, it finds the loops and says nothing."""
+    looping = [json.dumps(e) for e in _events("cli-off", 12)]
+    (empty / "events.jsonl").write_text("\n".join(looping) + "\n", encoding="utf-8")
+    default = lw(empty, "replay", "--events", "events.jsonl")
+    assert (default.code, default.out) == (0, "")
+    assert default.err == (
+        "loopwatch replay: note: loop detection is off for every agent (tools.loopDetection.enabled is not true, "
+        "as in OpenClaw's defaults), so only the post-compaction guard can abort runs; to detect loops, give "
+        "--config an OpenClaw config file with tools.loopDetection.enabled: true\n"
+    )
+    (empty / "off.json5").write_text("{ tools: { loopDetection: { enabled: false } } }", encoding="utf-8")
+    off = lw(empty, "replay", "--events", "events.jsonl", "--config", "off.json5")
+    assert "so no event can get a verdict" in off.err
+    (empty / "on.json5").write_text(CONFIG, encoding="utf-8")
+    on = lw(empty, "replay", "--events", "events.jsonl", "--config", "on.json5")
+    assert (on.code, on.err) == (0, "")
+    assert [json.loads(line)["decision"] for line in on.out.splitlines()] == ["warning"]
+    explained = lw(empty, "replay", "--events", "events.jsonl", "--run", "cli-off")
+    assert "detection disabled for this agent" in explained.out and "note:" not in explained.err
+
+
 def test_config_errors_are_one_line(empty: Path) -> None:
     (empty / "bad.json5").write_text("{\n tools: ]\n}", encoding="utf-8")
     result = lw(empty, "config", "check", "bad.json5")
@@ -359,6 +391,7 @@ def test_worker_from_an_empty_directory_creates_its_data_dir_and_says_ready(work
     assert lines[0].endswith(", kafka PLAINTEXT (the embedded broker: short sessions)"), lines[0]
     before_ready = lines[: lines.index(ready)]
     assert len(before_ready) <= 6, "\n".join(before_ready)  # Faust's ~170 lines of start-up tables stay quiet
+    assert not any("Starting..." in line or "note:" in line for line in lines), lines  # its config detects loops
     assert not any("Traceback" in line or "|" in line for line in lines)
 
 
@@ -381,6 +414,8 @@ def test_a_worker_whose_broker_goes_away_says_so_without_flooding_its_log(empty:
         output = log.read_text()
         assert proc.poll() is None, output[-3000:]  # it waits for Kafka to come back
         assert output.count("Unable connect to node") == 1, output[-3000:]
+        # started without --config: OpenClaw's defaults, the detectors off, which it says once
+        assert output.count("loopwatch worker: note: loop detection is off for every agent") == 1, output[-3000:]
         assert len(output.splitlines()) < 40, output[-3000:]
     finally:
         if proc is not None:
@@ -478,6 +513,10 @@ def test_tail_renders_every_topic_by_record_type(worker: RunningWorker, broker: 
     ), alerts
     as_json = lw(home, "tail", "--bootstrap", broker.bootstrap, "--from-beginning", "--max", "1", "--json")
     assert json.loads(as_json.out)["decision"] == "warning"  # --json: the record as published
+    short = lw(home, "tail", "--bootstrap", broker.bootstrap, "--topic", "loopwatch.dead-letter", "--from-beginning",
+               "--max", "2", "--timeout", "2")  # fmt: skip
+    assert (short.code, short.out.count("\n")) == (1, 1), short.err
+    assert short.err == "loopwatch tail: warning: 1 of the 2 records asked for (--max) came within 2 s (--timeout)\n"
 
 
 @pytest.mark.integration

@@ -43,6 +43,25 @@ def test_parse_rejects_bad_bounds(text: str) -> None:
         reader.parse_bound(text)
 
 
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [("5", "2"), ("0:5,1:3", "4"), ("4", "1:3"), ("2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z")],
+)
+def test_a_range_that_ends_before_it_starts_is_refused(start: str, end: str) -> None:
+    with pytest.raises(reader.RangeError, match="--from"):
+        reader.check_order(reader.parse_bound(start), reader.parse_bound(end))
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [("2", "5"), ("5", "5"), ("0:5", "1:3"), ("0:2,1:3", "4"), ("9", "2026-01-01T00:00:00Z"), (None, "0"), ("7", None)],
+)
+def test_a_range_in_order_or_only_known_to_the_broker_passes(start: str | None, end: str | None) -> None:
+    reader.check_order(
+        reader.parse_bound(start) if start else None, reader.parse_bound(end) if end else None
+    )  # partition 0 from 5 to the end and partition 1 to 3 are both fine; time against offsets: the broker's to say
+
+
 def test_merged_keeps_each_partition_in_offset_order() -> None:
     p0 = [reader.TopicRecord(0, offset, ts, None, b"") for offset, ts in enumerate([5, 1, 9])]  # clock went back
     p1 = [reader.TopicRecord(1, offset, ts, None, b"") for offset, ts in enumerate([2, 3])]
