@@ -532,9 +532,12 @@ async def soak(args: argparse.Namespace, bootstrap: str, broker_pid: int | None,
         await producer.stop()
         await reader.stop()
         errors = worker.error_lines()
+        warnings = worker.warning_kinds()
         code = worker.stop(30.0)
     summary["worker_exit"] = code
     summary["worker_error_lines"] = errors[:20]
+    summary["worker_errors"] = len(errors)
+    summary["worker_warnings"] = {kind: count for kind, count in warnings[:20]}  # by kind, most frequent first
     summary["produced"] = producer.sent
     summary["acknowledged"] = producer.acked
     summary["produce_failures"] = producer.failed
@@ -672,6 +675,8 @@ def report(summary: dict[str, Any]) -> str:
         f"  TTL check       largest gap inside a run {gaps.get('largest_gap_s')} s, "
         f"runs resumed after the TTL {gaps.get('resumed_after_ttl')}",
         f"  expired runs    {summary['expired_runs_final']:.0f} of {summary['distinct_runs']}",
+        f"  worker log      {summary.get('worker_errors', len(summary['worker_error_lines']))} error lines, "
+        f"warnings by kind: {summary.get('worker_warnings') or 'none'}",
     ]
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,11 +164,30 @@ class WorkerProcess:
         pattern = re.compile(r"\[(CRITICAL|ERROR)\]|Traceback|were never delivered")
         return [line for line in self.log().splitlines() if pattern.search(line)]
 
+    def warning_kinds(self) -> list[tuple[str, int]]:
+        return warning_kinds(self.log())
+
     def assert_no_errors(self) -> None:
         bad = self.error_lines()
         assert not bad, f"worker {self.name} logged errors:\n" + "\n".join(bad[:20])
 
 
+def warning_kinds(log: str) -> list[tuple[str, int]]:
+    """A worker log's warnings by kind (numbers, hashes and lists of strings blanked), most frequent first.
+    Among them the delivery checks' re-reads: recovered, but each has a cause worth finding, so long runs
+    report them."""
+    kinds: Counter[str] = Counter()
+    for line in log.splitlines():
+        found = _WARNING.search(line)
+        if found is not None:
+            kinds[_NUMBERS.sub("N", _HASHES.sub("H", _STRINGS.sub("[…]", found.group(1).strip())))] += 1
+    return kinds.most_common()
+
+
+_WARNING = re.compile(r"\[WARNING\] (.*)$")
+_HASHES = re.compile(r"[0-9a-f]{8,}")
+_STRINGS = re.compile(r'\["[^\]]*"\]')  # a storm's signature and the like
+_NUMBERS = re.compile(r"\d+")
 _SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{[^}]*\})?) (\S+)$")
 
 
