@@ -54,6 +54,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -71,6 +72,7 @@ if str(REPO) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.soak.stats import histogram_buckets, histogram_quantile  # noqa: E402
+from streams.devbroker import cpu_seconds as process_cpu  # noqa: E402
 from streams.devbroker import terminate  # noqa: E402
 from streams.topics import changelog_topic  # noqa: E402
 from tests.support.procs import sigterm_as_interrupt  # noqa: E402
@@ -78,26 +80,22 @@ from tests.support.worker import metric, scrape  # noqa: E402  (one /metrics par
 
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
 PYTHON = sys.executable
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def _stat_cpu(stat: Path) -> float:
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (Linux /proc)."""
-    return _stat_cpu(Path(f"/proc/{pid}/stat"))
+    """User + system CPU of a process (Linux /proc; NaN once it has exited)."""
+    used = process_cpu(pid)
+    return math.nan if used is None else used
 
 
 def loop_cpu_seconds(pid: int) -> float:
     """User + system CPU of a worker's main thread, the one running its event loop (Faust's consumer has its
     own thread): the split shows whether a cost is the processing or the fetching."""
-    return _stat_cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
+    used = process_cpu(pid, pid)
+    return math.nan if used is None else used
 
 
 def split_text(cpu_us: float, loop_us: float) -> str:

@@ -46,6 +46,7 @@ import orjson
 
 from bench.soak import compare, stats
 from bench.soak.traffic import gateways_for, soak_events
+from streams.devbroker import cpu_seconds as process_cpu
 from streams.worker.settings import WorkerSettings
 from tests.support.procs import sigterm_as_interrupt, stop_all
 from tests.support.worker import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
@@ -53,7 +54,6 @@ from tests.support.worker import Names, WorkerProcess, scrape  # the tests' work
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "deploy" / "config" / "openclaw.json5"
 README_MAX_RATE = 5015.0  # README, Performance, worker (a), raw input
-TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 LATENCY = "loopwatch_event_to_verdict_seconds"
 
@@ -85,11 +85,8 @@ def disk_bytes(path: Path) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    used = process_cpu(pid)
+    return math.nan if used is None else used
 
 
 class Worker(WorkerProcess):

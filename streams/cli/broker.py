@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
 from streams.cli._args import port, positive_float
-from streams.devbroker import BrokerError, EmbeddedBroker, PortInUseError
+from streams.devbroker import BrokerError, EmbeddedBroker, PortInUseError, cpu_seconds
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.admin import create_topics
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
@@ -56,6 +57,41 @@ def register(subparsers: Any) -> None:
 
 
 _HELP = "see 'loopwatch broker --help'"
+
+BUSY_WINDOW = 60.0  # seconds over which the broker's CPU share is read
+BUSY_SHARE = 0.5  # of one core: where a session's slowdown starts to show in the worker's latency
+
+
+class BusyWatch:
+    """Tells once when the broker's CPU share over a window first reaches ``share`` of a core.
+
+    Its memory storage looks through every record batch a partition holds at each fetch and never deletes one,
+    so in a long session the broker's CPU climbs while the traffic stays the same; without a word, an operator
+    sees only a slower worker. Fed samples of (wall clock, CPU seconds); pure, so it is tested without waiting.
+    """
+
+    def __init__(self, window: float = BUSY_WINDOW, share: float = BUSY_SHARE) -> None:
+        self.window = window
+        self.share = share
+        self._start: tuple[float, float] | None = None
+        self.told = False
+
+    def sample(self, now: float, cpu: float | None) -> float | None:
+        """The share of a core over the window just ended, the first time it reaches ``share``; else None."""
+        if cpu is None or self.told:
+            return None
+        if self._start is None or cpu < self._start[1]:
+            self._start = (now, cpu)
+            return None
+        began, used = self._start
+        if now - began < self.window:
+            return None
+        self._start = (now, cpu)
+        busy = (cpu - used) / (now - began)
+        if busy < self.share:
+            return None
+        self.told = True
+        return busy
 
 
 def _parse_topics(specs: list[str]) -> dict[str, int]:
@@ -128,12 +164,21 @@ def run(args: argparse.Namespace) -> int:
                 raise kafka_failure(exc, "cannot create topics", broker.bootstrap, security) from None
         tls = " TLS" + (" with client certificates" if args.client_ca else "") if broker.tls else ""
         print(f"broker ready on {broker.bootstrap}{tls} (pid {broker.pid}, log {broker.log_path})", flush=True)
+        busy = BusyWatch()
         while not stop.wait(0.5):
             if not broker.is_running():
                 raise CommandError(
                     "the broker exited unexpectedly", broker.bootstrap, " ".join(broker.log_tail(400).split()),
                     code=EXIT_UNAVAILABLE,
                 )  # fmt: skip
+            share = busy.sample(time.monotonic(), cpu_seconds(broker.pid) if broker.pid else None)
+            if share is not None:
+                print(
+                    f"note: the broker used {share:.0%} of a core over the last minute; it keeps every record and "
+                    "each fetch looks through all that a partition holds, so this climbs as topics fill: restart it "
+                    "for a clean slate (docs/embedded-broker.md)",
+                    flush=True,
+                )
         print("stopping broker", flush=True)
         return 0
     finally:

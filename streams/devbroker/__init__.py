@@ -4,6 +4,6 @@ Production connects to a real Kafka cluster; nothing outside ``loopwatch broker`
 starts these.
 """
 
-from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, free_port, terminate
+from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, cpu_seconds, free_port, terminate
 
-__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "free_port", "terminate"]
+__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "cpu_seconds", "free_port", "terminate"]

@@ -112,6 +112,17 @@ def free_port(host: str = LOCALHOST) -> int:
     raise OSError(f"no free TCP port on {host}")
 
 
+def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
+    """User + system CPU seconds of a process, or of one of its threads (Linux ``/proc``; None elsewhere, or
+    once it has exited)."""
+    path = f"/proc/{pid}/task/{thread}/stat" if thread is not None else f"/proc/{pid}/stat"
+    try:
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_for_kafka(host: str, port: int, timeout: float = 15.0) -> None:
     """Block until :func:`kafka_ready` (bounded by ``timeout``); raises :class:`BrokerError` otherwise."""
     deadline = time.monotonic() + timeout
