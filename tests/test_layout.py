@@ -88,6 +88,7 @@ SURFACES: dict[str, set[str]] = {
         "TimeBound",
         "TopicRead",
         "TopicRecord",
+        "check_order",
         "merged",
         "parse_bound",
         "read_partitions",

@@ -277,6 +277,23 @@ async def end_offsets(
     return merge_end_offsets(listed, fetched)
 
 
+def partition_ranges(tps: Iterable[tuple[str, int]]) -> str:
+    """``events[0-3,5], signals[0]``: topic partitions as one short line, however many a worker holds."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    out = []
+    for topic, partitions in sorted(by_topic.items()):
+        runs: list[list[int]] = []
+        for partition in sorted(set(partitions)):
+            if runs and partition == runs[-1][1] + 1:
+                runs[-1][1] = partition
+            else:
+                runs.append([partition, partition])
+        out.append(f"{topic}[{','.join(str(a) if a == b else f'{a}-{b}' for a, b in runs)}]")
+    return ", ".join(out)
+
+
 # --- LeaveGroup for generation 0 --------------------------------------------------------------------------
 
 
@@ -339,7 +356,7 @@ async def rewind_uncommitted(
         await consumer.seek_to_beginning(*to_beginning)
         rewound.extend(to_beginning)
     if rewound:
-        log.info("rewound uncommitted partitions: %s", ", ".join(f"{t}[{p}]" for t, p in sorted(rewound)))
+        log.info("rewound uncommitted partitions: %s", partition_ranges(rewound))
     return rewound
 
 

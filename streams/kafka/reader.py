@@ -260,6 +260,7 @@ __all__ = [
     "TimeBound",
     "TopicRead",
     "TopicRecord",
+    "check_order",
     "merged",
     "parse_bound",
     "read_partitions",

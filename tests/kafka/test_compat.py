@@ -18,7 +18,13 @@ import pytest
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-from streams.kafka.compat import CompatConsumer, _ChangelogRecord, apply_kafka_compat, faust_settings_for
+from streams.kafka.compat import (
+    CompatConsumer,
+    _ChangelogRecord,
+    apply_kafka_compat,
+    faust_settings_for,
+    partition_ranges,
+)
 
 EVENTS = [TP("ev", 0), TP("ev", 1)]
 CHANGELOG = [TP("t-hold-runs-changelog", 0), TP("t-hold-runs-changelog", 1)]
@@ -920,3 +926,9 @@ def test_faust_s_livelock_check_skips_only_the_changelog_partitions_paused_on_pu
         thread.verify_event_path(0.0, tp)
     # the active changelog partition is skipped; the standby one and the stream partitions, paused or not, are checked
     assert checked == [CHANGELOG[1], EVENTS[0], EVENTS[1]]
+
+
+def test_partition_ranges_keep_a_worker_s_start_up_line_short() -> None:
+    tps = [("loopwatch.events", p) for p in (3, 0, 1, 2, 5, 7, 8, 9)] + [("signals", 0), ("loopwatch.events", 1)]
+    assert partition_ranges(tps) == "loopwatch.events[0-3,5,7-9], signals[0]"
+    assert partition_ranges([]) == ""
