@@ -86,6 +86,7 @@ Nothing global is patched.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import sys
@@ -93,7 +94,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import FetchResult
@@ -107,6 +108,8 @@ __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
     "EMBEDDED_SESSION_TIMEOUT",
     "PRODUCE_BATCH_BYTES",
+    "REREAD_AGAIN",
+    "REREAD_GAP",
     "BulkSink",
     "CompatConsumer",
     "CompatConsumerThread",
@@ -124,6 +127,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Why a stream partition was re-read: records were fetched and not delivered (a gap: expected around a
+#: rebalance, where Faust drops what it fetched for partitions it no longer reads), or a re-read's first
+#: hand-over began past the offset it sought (its seek did not take: a cause not yet known, worth reporting).
+REREAD_GAP: Final = "gap"
+REREAD_AGAIN: Final = "seek_again"
 # Faust's own service messages ("Starting...", "Stopping...") from the subclasses below: under Faust's logger,
 # whose level the worker sets (library_logging), not this module's. A child logger, because mode replaces a
 # subclass's logger with one named after its module when the inherited one is mode's own.
@@ -680,6 +689,8 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._rereading: dict[Any, int] = {}
         self._handovers = 0  # hand-overs of fetched records so far; Faust's fetch loop asks for one at a time
         self._gapless_tps: dict[Any, bool] = {}
+        # Re-reads begun, by cause (REREAD_GAP, REREAD_AGAIN): the worker exports them at each scrape.
+        self.rereads: collections.Counter[str] = collections.Counter({REREAD_GAP: 0, REREAD_AGAIN: 0})
         self._bulk: dict[str, BulkSink] = {}  # topic -> sink
         self._bulk_epoch = 0  # bumped by every revocation and assignment
         self._revoking = False
@@ -818,7 +829,9 @@ class CompatConsumer(faust_aiokafka.Consumer):
         return last is not None and self._handovers <= last
 
     async def _reread(self, tp: Any, expected: int, seen: int) -> None:
-        if tp in self._rereading:
+        again = tp in self._rereading
+        self.rereads[REREAD_AGAIN if again else REREAD_GAP] += 1
+        if again:
             log.warning(
                 "%s[%d]: the re-read from %d brought offset %d first; seeking again",
                 tp.topic, tp.partition, expected, seen,

@@ -198,8 +198,9 @@ class LoopwatchWorker:
         app.on_partitions_revoked.connect(self._store_changed_behind)
         app.on_partitions_assigned.connect(self._store_changed_behind)
         self.storms = StormWatch(app, settings, metrics)
+        consumer = cast(CompatConsumer, app.consumer)
+        metrics.read_consumer_rereads(lambda: consumer.rereads)
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
-            consumer = cast(CompatConsumer, app.consumer)
             consumer.deliver_in_bulk(settings.events_topic, self._intake)
             self.storms.count_in_bulk(consumer, self._take_admitted, self._fatal)
             consumer.apply_standbys_in_bulk()  # a peer's changelog, one store write per fetch

@@ -11,7 +11,7 @@ The hot path uses pre-resolved children (a dict look-up instead of ``labels()``)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from schemas import EVENT_TYPES, DecisionName, DetectorId
 from schemas.fleet_alert import StormKind
 from streams.decode import REJECT_REASONS
+from streams.kafka.compat import REREAD_AGAIN, REREAD_GAP
 from streams.loop_cost import LoopCost
 
 LATENCY_BUCKETS: Final = (
@@ -128,6 +129,8 @@ class WorkerMetrics:
         )
         self._state_decodes = _StateDecodes()
         r.register(self._state_decodes)
+        self._rereads = _Rereads()
+        r.register(self._rereads)
         self._init_loop_cost(r)
         for kind in get_args(StormKind):
             for detector in get_args(DetectorId):
@@ -198,6 +201,10 @@ class WorkerMetrics:
         """Where ``loopwatch_state_decodes_total`` comes from (the worker's :class:`RunProcessor` count)."""
         self._state_decodes.read = read
 
+    def read_consumer_rereads(self, read: Callable[[], Mapping[str, int]]) -> None:
+        """Where ``loopwatch_consumer_rereads_total`` comes from (the consumer's count by cause)."""
+        self._rereads.read = read
+
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose ``/metrics`` on ``host:port`` from a daemon thread."""
         start_http_server(port, addr=host, registry=self.registry)
@@ -216,6 +223,25 @@ class _StateDecodes(Collector):
             "Stored run states decoded because the decoded-state cache (--state-cache-runs) did not hold them",
         )
         family.add_metric([], self.read())
+        yield family
+
+
+class _Rereads(Collector):
+    """``loopwatch_consumer_rereads_total{cause}``, read from the consumer's plain count at each scrape. Every
+    cause shows from the start, at 0 (also before a consumer is attached), so increase() has a series."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], Mapping[str, int]] = lambda: dict.fromkeys((REREAD_GAP, REREAD_AGAIN), 0)
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "loopwatch_consumer_rereads",
+            "Re-reads of a loopwatch.events partition the consumer began, by cause: gap (records fetched and not "
+            "delivered, as around a rebalance), seek_again (a re-read that did not take: report it)",
+            labels=["cause"],
+        )
+        for cause, count in sorted(dict(self.read()).items()):
+            family.add_metric([cause], count)
         yield family
 
 

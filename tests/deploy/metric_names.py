@@ -62,6 +62,7 @@ KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
             "compaction_loop_persisted",
         }
     ),
+    "cause": frozenset({"gap", "seek_again"}),  # streams.kafka.compat REREAD_GAP, REREAD_AGAIN
     "reason": frozenset(
         {
             "not_json",
@@ -82,6 +83,7 @@ LABELLED_COUNTERS: dict[str, tuple[str, ...]] = {
     "loopwatch_events_total": ("type",),
     "loopwatch_verdicts_total": ("decision", "detector"),
     "loopwatch_invalid_events_total": ("reason",),
+    "loopwatch_consumer_rereads_total": ("cause",),
     "loopwatch_fleet_alerts_total": ("kind", "detector"),
     "loopwatch_loop_tokens_total": ("decision", "detector"),
     "loopwatch_loop_cost_usd_total": ("decision", "detector"),

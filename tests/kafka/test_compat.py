@@ -19,6 +19,8 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.kafka.compat import (
+    REREAD_AGAIN,
+    REREAD_GAP,
     CompatConsumer,
     _ChangelogRecord,
     apply_kafka_compat,
@@ -167,6 +169,7 @@ def test_records_fetched_but_not_delivered_are_re_read_not_skipped() -> None:
     assert delivered(consumer, 3) == [5, 6, 7, 8, 9, 10]
     assert seeks == [(EVENTS[0], 7)]
     assert consumer._read_offset[EVENTS[0]] == 7
+    assert consumer.rereads == {REREAD_GAP: 1, REREAD_AGAIN: 0}  # the worker exports it
 
 
 def test_a_re_read_that_does_not_start_at_its_offset_is_sought_again_not_left_stalled() -> None:
@@ -178,6 +181,7 @@ def test_a_re_read_that_does_not_start_at_its_offset_is_sought_again_not_left_st
     positioned(consumer)
     assert delivered(consumer, 5) == [5, 6, 7, 8]
     assert seeks == [(EVENTS[0], 7)] * 3
+    assert consumer.rereads == {REREAD_GAP: 1, REREAD_AGAIN: 2}
 
 
 def test_records_of_a_hand_over_begun_before_the_re_read_landed_wait_quietly() -> None:

@@ -83,6 +83,11 @@ def test_the_state_cache_size_comes_from_the_flag_or_the_variable_and_reaches_th
     assert "loopwatch_state_decodes_total 0.0" in generate_latest(metrics.registry).decode()
     worker.processor.decodes = 3  # read at the scrape, not pushed per event
     assert "loopwatch_state_decodes_total 3.0" in generate_latest(metrics.registry).decode()
+    exported = generate_latest(metrics.registry).decode()  # the consumer's re-reads, every cause from the start
+    assert 'loopwatch_consumer_rereads_total{cause="gap"} 0.0' in exported
+    assert 'loopwatch_consumer_rereads_total{cause="seek_again"} 0.0' in exported
+    worker.app.consumer.rereads["seek_again"] += 1
+    assert 'loopwatch_consumer_rereads_total{cause="seek_again"} 1.0' in generate_latest(metrics.registry).decode()
 
 
 @pytest.mark.parametrize("runs", [-1, 1_000_001])
