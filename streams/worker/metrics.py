@@ -236,8 +236,8 @@ class _Rereads(Collector):
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = CounterMetricFamily(
             "loopwatch_consumer_rereads",
-            "Re-reads of an input partition (events or storm signals) the consumer began, by cause: gap (records fetched and not "
-            "delivered, as around a rebalance), seek_again (a re-read that did not take: report it)",
+            "Re-reads of an input partition (events or storm signals) the consumer began, by cause: gap (records "
+            "fetched and not delivered, as around a rebalance), seek_again (a re-read that did not take: report it)",
             labels=["cause"],
         )
         for cause, count in sorted(dict(self.read()).items()):

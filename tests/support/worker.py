@@ -185,7 +185,7 @@ def warning_kinds(log: str) -> list[tuple[str, int]]:
 
 
 _WARNING = re.compile(r"\[WARNING\] (.*)$")
-_HASHES = re.compile(r"[0-9a-f]{8,}")
+_HASHES = re.compile(r"(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")  # with a letter: a long decimal is a number
 _STRINGS = re.compile(r'\["[^\]]*"\]')  # a storm's signature and the like
 _NUMBERS = re.compile(r"\d+")
 _SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{[^}]*\})?) (\S+)$")
