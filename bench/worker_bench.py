@@ -85,17 +85,16 @@ PYTHON = sys.executable
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (Linux /proc; NaN once it has exited)."""
-    used = process_cpu(pid)
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU of a process, or of one of its threads (Linux /proc; NaN once it has exited)."""
+    used = process_cpu(pid, thread)
     return math.nan if used is None else used
 
 
 def loop_cpu_seconds(pid: int) -> float:
     """User + system CPU of a worker's main thread, the one running its event loop (Faust's consumer has its
     own thread): the split shows whether a cost is the processing or the fetching."""
-    used = process_cpu(pid, pid)
-    return math.nan if used is None else used
+    return cpu_seconds(pid, pid)
 
 
 def split_text(cpu_us: float, loop_us: float) -> str:

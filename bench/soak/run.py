@@ -46,7 +46,7 @@ import orjson
 
 from bench.soak import compare, stats
 from bench.soak.traffic import gateways_for, soak_events
-from streams.devbroker import cpu_seconds as process_cpu
+from bench.worker_bench import cpu_seconds
 from streams.worker.settings import WorkerSettings
 from tests.support.procs import sigterm_as_interrupt, stop_all
 from tests.support.worker import Names, WorkerProcess, scrape  # the tests' worker process and /metrics parser
@@ -82,11 +82,6 @@ def disk_bytes(path: Path) -> float:
             with contextlib.suppress(OSError):
                 total += os.stat(os.path.join(root, name)).st_size
     return float(total)
-
-
-def cpu_seconds(pid: int) -> float:
-    used = process_cpu(pid)
-    return math.nan if used is None else used
 
 
 class Worker(WorkerProcess):

@@ -81,11 +81,12 @@ def check_order(start: Bound | None, end: Bound | None) -> None:
         return
     if not (isinstance(start, OffsetBound) and isinstance(end, OffsetBound)):
         return  # a time against offsets: only the broker knows which comes first
-    for partition in (None, *start.per_partition, *end.per_partition):
-        first = start.per_partition.get(partition, start.default) if partition is not None else start.default
-        last = end.per_partition.get(partition, end.default) if partition is not None else end.default
+    pairs = [("", start.default, end.default)]  # the partitions neither lists, then each one listed
+    for partition in sorted({*start.per_partition, *end.per_partition}):
+        first = start.per_partition.get(partition, start.default)
+        pairs.append((f" in partition {partition}", first, end.per_partition.get(partition, end.default)))
+    for where, first, last in pairs:
         if first is not None and last is not None and first > last:
-            where = "" if partition is None else f" in partition {partition}"
             raise RangeError(f"--from {first} is past --to {last}{where}, where the range ends")
 
 
