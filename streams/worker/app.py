@@ -47,6 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, cast
 
 import faust
@@ -222,6 +223,11 @@ class LoopwatchWorker:
         if topics.get(self.changelog_topic) != n:
             raise RuntimeError(f"changelog topic {self.changelog_topic} must have {n} partitions")
         return topics
+
+    def local_tables(self) -> tuple[Path, dict[str, str]]:
+        """Where the tables' RocksDB databases live, and each table's changelog topic by table name."""
+        changelogs = {name: table.changelog_topic.get_topic_name() for name, table in self.app.tables.items()}
+        return Path(self.app.conf.tabledir), changelogs
 
     # --- the agent ---------------------------------------------------------------------------------------
 

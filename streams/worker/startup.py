@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
+from streams.worker.local_state import StaleStore
 from streams.worker.settings import WorkerSettings
 
 LOCK_FILE = "loopwatch-worker.lock"
@@ -220,3 +221,25 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
     missing = {name: n for name, n in topics.items() if name not in existing}
     if missing:
         create_topics(settings.bootstrap, missing, security=settings.security)
+
+
+def discard_stale_state(settings: WorkerSettings, tabledir: Path, changelogs: dict[str, str]) -> list[StaleStore]:
+    """Remove the RocksDB table partitions that are ahead of their changelogs (:mod:`streams.worker.local_state`).
+
+    Runs after the topics exist and before Faust opens a database; returns what it removed.
+    """
+    import asyncio
+
+    from streams.kafka.compat import end_offsets
+    from streams.worker.local_state import discard_stale, persisted_offsets, stale_stores
+
+    if settings.store != "rocksdb":
+        return []
+    persisted = {table: persisted_offsets(tabledir, table) for table in changelogs}
+    wanted = [(changelogs[table], partition) for table, stores in persisted.items() for partition in stores]
+    if not wanted:
+        return []
+    ends = asyncio.run(end_offsets(settings.bootstrap, wanted, **settings.security.aiokafka_kwargs()))
+    stale = stale_stores(persisted, changelogs, {(tp.topic, tp.partition): end for tp, end in ends.items()})
+    discard_stale(stale)
+    return stale

@@ -153,3 +153,32 @@ def test_idle_runs_expire_once_where_a_rebalance_moved_them(broker: Any, tmp_pat
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_data_directory_from_an_earlier_broker_is_rebuilt_not_trusted(tmp_path: Path) -> None:
+    """A worker restarted on a fresh broker with its old RocksDB directory (the embedded broker forgets
+    everything when it restarts): it discards the table partitions ahead of their new changelogs, says so, and
+    judges the same events again exactly as replay does; the old states neither crash it (Faust's consistency
+    check) nor make the events look applied already."""
+    from streams.devbroker import EmbeddedBroker
+
+    names = new_names("rebroker")
+    config = write_config(tmp_path)
+    events = fleet_traffic(1500, seed=23)
+    want = set(replay_published(events, config))
+    assert len(want) > 10
+    for round_ in ("first", "second"):
+        with EmbeddedBroker(log_path=tmp_path / f"tansu-{round_}.log") as fresh:
+            worker = WorkerProcess(fresh.bootstrap, names, tmp_path, config=config).start()
+            try:
+                worker.wait_ready()
+                produce(fresh.bootstrap, names.events, keyed(events))
+                wait_complete(fresh.bootstrap, names, [worker], want, 120)
+                _, got = check_stream(fresh.bootstrap, names, events, config)
+                assert set(got) == want
+                assert worker.stop() == 0, worker.log()[-3000:]
+                worker.assert_no_errors()
+                noted = "note: discarded the local state of table partitions ahead of their changelogs" in worker.log()
+                assert noted == (round_ == "second"), worker.log()[-3000:]
+            finally:
+                worker.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import logging.config
+from pathlib import Path
 
 from streams.worker.startup import RepeatLimiter, library_logging
 
@@ -78,3 +79,33 @@ def test_the_logging_config_limits_every_library_logger_and_its_children() -> No
             logger.setLevel(logging.NOTSET)
     debug = library_logging("debug")
     assert "filters" not in debug and all(v == {"level": "DEBUG"} for v in debug["loggers"].values())
+
+
+def test_stale_stores_are_the_databases_not_below_their_changelog_end(tmp_path: Path) -> None:
+    """At or past the end: written elsewhere. Below it: recovery resumes there. No offset: nothing to judge."""
+    from streams.worker.local_state import stale_stores
+
+    db = {p: (tmp_path / f"runs-{p}.db", offset) for p, offset in enumerate([4, 5, 9, None])}
+    stale = stale_stores({"runs": db}, {"runs": "g-runs-changelog"}, {("g-runs-changelog", p): 5 for p in range(3)})
+    assert [(s.partition, s.persisted, s.end) for s in stale] == [(1, 5, 5), (2, 9, 5)]
+
+
+def test_persisted_offsets_reads_what_faust_wrote_and_discard_removes_it(tmp_path: Path) -> None:
+    """Databases written the way Faust's RocksDB store writes its offset are read back without being changed."""
+    from rocksdict import Options, Rdict
+
+    from streams.worker.local_state import OFFSET_KEY, discard_stale, persisted_offsets, stale_stores
+
+    for partition, offset in ((0, b"17"), (3, None)):
+        db = Rdict(str(tmp_path / f"runs-{partition}.db"), options=Options(raw_mode=True))
+        db[b"run"] = b"state"
+        if offset is not None:
+            db[OFFSET_KEY] = offset
+        db.close()
+    (tmp_path / "storms-0.db").mkdir()  # another table's, and a directory that is no database
+    found = persisted_offsets(tmp_path, "runs")
+    assert {p: offset for p, (_, offset) in found.items()} == {0: 17, 3: None}
+    stale = stale_stores({"runs": found}, {"runs": "c"}, {("c", 0): 0, ("c", 3): 0})
+    discard_stale(stale)
+    assert not (tmp_path / "runs-0.db").exists() and (tmp_path / "runs-3.db").exists()
+    assert persisted_offsets(tmp_path / "missing", "runs") == {}
