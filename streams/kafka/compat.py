@@ -55,6 +55,14 @@
    as in 4(a); standby partitions stay resumed, so they keep flowing. Faust's livelock check, which wants a
    fetch of every assigned partition, skips the changelog partitions paused this way.
 
+6. **A stop while Kafka is away cut short** (aiokafka 0.14, on any broker). ``Fetcher.close`` cancels each fetch
+   task it has pending and awaits it; a task that was sleeping out its retry backoff after a failed fetch
+   (Kafka unreachable) ends with that cancellation, which ``close`` re-raises. ``AIOKafkaConsumer.stop`` then
+   skips closing the client, Faust's consumer thread dies with a traceback, and the worker's stop waits a
+   minute for it: longer than a container's usual grace period. Remedy: the consumer thread's stop finishes the
+   job (:func:`stop_consumer`): it cancels and awaits the fetch tasks left, and closes the client. A
+   cancellation of the stopping task itself still propagates.
+
 **Bulk delivery** (not a remedy; opt-in per topic with :meth:`CompatConsumer.deliver_in_bulk`): a stream
 topic's records are taken out of Faust's own fetch loop (``_wait_next_records``) as whole gapless runs per
 partition and handed to a :class:`BulkSink`, instead of one Faust message, event and stream step each.
@@ -78,8 +86,8 @@ remedy 3; ``_getmany``, ``getmany``, ``_seek``, ``_add_gap``, ``seek_wait`` and 
 ``Consumer._new_consumer_thread`` -> our consumer thread, on an event loop of our own
 (:mod:`streams.kafka.thread_loop`), which overrides only ``highwaters``
 (used solely by table recovery), ``seek_to_committed`` (rewinding never-committed partitions), ``on_start``
-(to reach its own group coordinator and start taking ahead) and ``_fetch_records`` (records taken ahead
-first), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
+(to reach its own group coordinator and start taking ahead), ``_fetch_records`` (records taken ahead
+first) and ``on_thread_stop`` (remedy 6), and adds ``committed_offsets`` (OffsetFetch, for the worker's check).
 Nothing global is patched.
 """
 
@@ -124,6 +132,7 @@ __all__ = [
     "merge_end_offsets",
     "required_topics",
     "rewind_uncommitted",
+    "stop_consumer",
 ]
 
 log = logging.getLogger(__name__)
@@ -304,6 +313,24 @@ def partition_ranges(tps: Iterable[tuple[str, int]]) -> str:
 
 
 # --- LeaveGroup for generation 0 --------------------------------------------------------------------------
+
+
+async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> None:
+    """Run ``stop`` (which stops ``consumer``, an ``AIOKafkaConsumer``), finishing what a fetch task's re-raised
+    cancellation cut short (remedy 6): the fetch tasks not reached yet, and the client's connections."""
+    try:
+        await stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if consumer is None or task is None or task.cancelling():
+            raise  # this task is being cancelled: not the fetcher's doing
+        log.info("the consumer's stop was cut short by a cancelled fetch (Kafka away); closing what it left")
+        fetcher = getattr(consumer, "_fetcher", None)
+        for pending in list(getattr(fetcher, "_pending_tasks", ())):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+        await consumer._client.close()
 
 
 def _leave_group_even_for_generation_zero(consumer: AIOKafkaConsumer) -> bool:
@@ -496,6 +523,9 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         self._ahead: dict[Any, _Ahead] = {}
         if self.compat_options.take_ahead and consumer is not None and not self.app.client_only:
             self.add_future(self._take_ahead(consumer))
+
+    async def on_thread_stop(self) -> None:
+        await stop_consumer(super().on_thread_stop, self._consumer)
 
     async def _take_ahead(self, consumer: Any) -> None:
         """Take the bulk topics' records as each fetch response arrives (see :func:`take_ahead`)."""

@@ -17,7 +17,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -275,3 +275,63 @@ def test_leave_group_sent_for_generation_zero(broker: str, timings: list[tuple[s
     rejoin = asyncio.run(asyncio.wait_for(next_join(), 30.0))
     timings.append(("raw aiokafka rejoin after a clean leave (session 3 s)", rejoin))
     assert rejoin < 4.5
+
+
+def test_a_consumer_stopped_while_kafka_is_away_is_closed_all_the_same(tmp_path: Path) -> None:
+    """aiokafka's ``Fetcher.close`` re-raises the cancellation of a fetch task that sleeps out its retry backoff
+    (remedy 6 of :mod:`streams.kafka.compat`): asserted, so an aiokafka that fixes it is noticed; and
+    :func:`stop_consumer` closes the client all the same, while a real cancellation of the stop propagates."""
+    from streams.kafka.compat import stop_consumer
+
+    async def away_consumer(bootstrap: str, broker: EmbeddedBroker) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, retry_backoff_ms=30_000, fetch_max_wait_ms=50)
+        await consumer.start()
+        consumer.assign([TopicPartition("away", 0)])
+        await consumer.seek_to_beginning(TopicPartition("away", 0))
+        await consumer.getmany(timeout_ms=200)
+        broker.stop()
+        fetcher: Any = consumer._fetcher
+        deadline = time.monotonic() + 20
+        while not fetcher._pending_tasks and time.monotonic() < deadline:  # a fetch failed and sleeps its backoff
+            await consumer.getmany(timeout_ms=100)
+        assert fetcher._pending_tasks, "no fetch task pending after the broker went away"
+        await asyncio.sleep(0.5)
+        return consumer
+
+    async def scenario() -> None:
+        for remedy in (False, True):
+            broker = EmbeddedBroker(log_path=tmp_path / f"tansu-{remedy}.log").start()
+            try:
+                await create_topics_async(broker.bootstrap)
+                consumer = await away_consumer(broker.bootstrap, broker)
+                client: Any = consumer._client
+                if not remedy:
+                    with pytest.raises(asyncio.CancelledError):
+                        await consumer.stop()
+                    assert client._sync_task is not None  # the client was left open
+                    await client.close()
+                else:
+                    await asyncio.wait_for(stop_consumer(consumer.stop, consumer), 10)
+                    assert client._sync_task is None and not fetcher_tasks(consumer)
+            finally:
+                broker.stop()
+
+    def fetcher_tasks(consumer: AIOKafkaConsumer) -> list[Any]:
+        return [task for task in cast(Any, consumer)._fetcher._pending_tasks if not task.done()]
+
+    async def create_topics_async(bootstrap: str) -> None:
+        await asyncio.to_thread(create_topics, bootstrap, {"away": 1})
+
+    asyncio.run(scenario())
+
+    async def cancelled() -> None:
+        async def stop() -> None:
+            await asyncio.sleep(10)
+
+        task = asyncio.ensure_future(stop_consumer(stop, object()))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
