@@ -4,7 +4,9 @@ Each run's escalation is shown once per decision level (its first warning, block
 repeats its verdicts on every call) next to fleet storm alerts, in lines of at most 120 columns. Traffic is
 stamped with the wall clock, so verdict and storm times agree and the latency metric is real. With
 ``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it starts is
-stopped by pid on Ctrl-C, on SIGTERM and on any failure; a second Ctrl-C kills them at once.
+stopped by pid on Ctrl-C, on SIGTERM and on any failure; a second Ctrl-C kills them at once. Its logs and state
+live in a temporary directory, removed when the demo ends as it should (its traffic over, Ctrl-C, SIGTERM) and
+kept, with its path printed, when something failed.
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
 from streams.devbroker import EmbeddedBroker, free_port, terminate
-from streams.errors import CommandError
+from streams.errors import EXIT_INTERRUPTED, CommandError
 from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE
 from streams.topics import FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
 
@@ -55,9 +58,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _stop_everything(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedBroker | None) -> None:
-    """Stop the demo's processes by pid, the last started first. A second Ctrl-C (or SIGTERM) while they stop
-    kills what is left at once instead of interrupting the stop: nothing is left running, and no traceback."""
+def _stop_everything(
+    procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedBroker | None, then: Callable[[], None] | None = None
+) -> None:
+    """Stop the demo's processes by pid, the last started first, then run ``then`` (the clean-up of their files,
+    which must wait until none writes there). A second Ctrl-C (or SIGTERM) meanwhile kills what is left at once
+    instead of interrupting the stop: nothing is left running, and no traceback."""
 
     def hurry(signum: int, frame: FrameType | None) -> None:
         print("killing what is left…", flush=True)
@@ -76,9 +82,39 @@ def _stop_everything(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedB
             terminate(proc, 10.0)
         if broker is not None:
             broker.stop()
+        if then is not None:
+            then()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _ended_early(procs: Sequence[subprocess.Popen[bytes]], broker: EmbeddedBroker | None) -> str:
+    """What stopped before the demo stopped it ('' if nothing): the broker and the worker run until stopped, the
+    traffic ends by itself after its duration with status 0. The tail alone would not tell: it just sees no more
+    verdicts."""
+    ended = []
+    if broker is not None and broker.pid is not None and not broker.is_running():
+        ended.append("the embedded broker exited by itself")
+    for name, proc in zip(("worker", "demo traffic"), procs, strict=False):
+        code = proc.poll()
+        if code is not None and (code != 0 or name == "worker"):
+            ended.append(f"the {name} exited by itself with status {code}")
+    return "; ".join(ended)
+
+
+def _leave(work: Path, failed: bool) -> None:
+    """Remove the demo's directory after a normal end; after a failure keep it, its logs tell what happened."""
+    if failed:
+        print(f"stopped everything the demo started; its logs are kept in {work}", file=sys.stderr, flush=True)
+        return
+    try:
+        shutil.rmtree(work)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"stopped everything the demo started; cannot remove {work}: {reason}", file=sys.stderr, flush=True)
+        return
+    print(f"stopped everything the demo started and removed its files ({work})", flush=True)
 
 
 def _wait_until_ready(worker: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
@@ -151,14 +187,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP", "").strip()
     broker: EmbeddedBroker | None = None
     procs: list[subprocess.Popen[bytes]] = []
+    failed = True  # until the demo ends as it should: a failed run keeps its directory for its logs
 
     def _terminate(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    def _outcome(code: int) -> int:
+        """``code``, unless a process ended early: then a failure, told, whose logs are kept."""
+        nonlocal failed
+        ended = _ended_early(procs, broker)
+        if ended:
+            print(f"make run: {ended}", file=sys.stderr, flush=True)
+            return 1
+        failed = code != 0
+        return code
+
     signal.signal(signal.SIGTERM, _terminate)
     try:
         if not bootstrap:
-            broker = EmbeddedBroker(log_path=work / "broker.log").start()
+            broker = EmbeddedBroker(log_path=work / "broker.log")  # named first: a Ctrl-C while it starts stops it
+            broker.start()
             bootstrap = broker.bootstrap
             print(f"embedded broker pid {broker.pid} on {bootstrap}", flush=True)
         config = work / "openclaw.json5"
@@ -201,9 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if procs[1].poll() is not None:
             over = f"the demo's {args.duration:g} s of traffic are over"
             print(f'\n{over} (make run RUN_ARGS="--duration S" sends more)', flush=True)
-        return code
+        return _outcome(0 if code == EXIT_INTERRUPTED else code)  # Ctrl-C before the tail took over: a normal stop
     except KeyboardInterrupt:
-        return 0
+        return _outcome(0)
     except RuntimeError as exc:
         print(f"make run: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -211,8 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"make run: {exc.text()}", file=sys.stderr, flush=True)
         return exc.code
     finally:
-        _stop_everything(procs, broker)
-        print(f"stopped everything the demo started (logs in {work})", flush=True)
+        _stop_everything(procs, broker, then=lambda: _leave(work, failed))
 
 
 if __name__ == "__main__":

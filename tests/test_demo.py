@@ -1,5 +1,6 @@
 """``make run`` as a user runs it: verdicts appear, and Ctrl-C (once, or twice in a hurry) stops every process the
-demo started, with no traceback."""
+demo started, with no traceback. A run that ends as it should leaves no temporary directory behind; a failed one
+keeps it and says where, for its logs (each test gives the demo a TMPDIR of its own to look in)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import REPO_ROOT, python_env, start_process, stop_process, wait_until
+from tests.support.procs import REPO_ROOT, free_port, python_env, start_process, stop_process, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -21,6 +22,7 @@ pytestmark = [
 
 VERDICT = re.compile(r"^\S+Z (WARNING|BLOCK|ABORT) ", re.MULTILINE)
 STARTED = re.compile(r"(embedded broker|worker|demo traffic) pid (\d+)")
+REMOVED = re.compile(r"^stopped everything the demo started and removed its files \((.+)\)$", re.MULTILINE)
 
 
 def alive(pid: int) -> bool:
@@ -31,10 +33,26 @@ def alive(pid: int) -> bool:
     return True
 
 
-def make_run(log: Path, *run_args: str) -> subprocess.Popen[bytes]:
-    """``make run`` in a session of its own, as a terminal's foreground job."""
+def make_run(log: Path, *run_args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``make run`` in a session of its own, as a terminal's foreground job; its temporary files go to a TMPDIR
+    beside ``log`` (``tmp``), so that a test sees what it leaves behind."""
     command = ["make", "--no-print-directory", "run", *([f"RUN_ARGS={' '.join(run_args)}"] if run_args else [])]
-    return start_process(command, env=python_env(), log_path=log, cwd=REPO_ROOT)
+    (log.parent / "tmp").mkdir(exist_ok=True)
+    extra = {"TMPDIR": str(log.parent / "tmp"), **(env or {})}
+    return start_process(command, env=python_env(extra), log_path=log, cwd=REPO_ROOT)
+
+
+def demo_dirs(log: Path) -> list[Path]:
+    return sorted((log.parent / "tmp").glob("loopwatch-demo-*"))
+
+
+def assert_cleaned_up(text: str, log: Path) -> None:
+    """The demo said it removed its directory, it did, and no other demo directory is left in its TMPDIR."""
+    removed = REMOVED.search(text)
+    assert removed, text[-3000:]
+    assert Path(removed.group(1)).parent == log.parent / "tmp"
+    assert not Path(removed.group(1)).exists()
+    assert demo_dirs(log) == []
 
 
 def run_until_verdicts(log: Path) -> tuple[int, dict[str, int]]:
@@ -73,6 +91,7 @@ def test_make_run_shows_verdicts_and_ctrl_c_stops_everything(tmp_path: Path, pre
         if presses == 2:
             assert "killing what is left" in text
         wait_until(lambda: not any(alive(pid) for pid in started.values()), 10, 0.1, message="every pid gone")
+        assert_cleaned_up(text, log)  # Ctrl-C is the demo's normal stop
     finally:
         for pid in started.values():  # nothing may outlive the test, whatever failed above
             if alive(pid):
@@ -97,4 +116,28 @@ def test_make_run_ends_by_itself_after_its_traffic_and_says_so(tmp_path: Path) -
     assert 'the demo\'s 10 s of traffic are over (make run RUN_ARGS="--duration S" sends more)' in text
     started = [int(pid) for _, pid in STARTED.findall(text)]
     assert len(started) == 3 and not any(alive(pid) for pid in started)
-    assert text.rstrip().splitlines()[-1].startswith("stopped everything the demo started (logs in ")
+    assert text.rstrip().splitlines()[-1].startswith("stopped everything the demo started and removed its files (")
+    assert_cleaned_up(text, log)
+
+
+def test_a_failed_make_run_keeps_its_logs_and_says_where(tmp_path: Path) -> None:
+    """The quickest real failure: a cluster where nothing listens, and a worker told not to wait for one."""
+    log = tmp_path / "make-run.log"
+    bootstrap = f"127.0.0.1:{free_port()}"
+    proc = make_run(log, env={"LOOPWATCH_BOOTSTRAP": bootstrap, "LOOPWATCH_KAFKA_WAIT": "0"})
+    try:
+        code = proc.wait(120)
+    finally:
+        stop_process(proc)
+        for _, pid in STARTED.findall(log.read_text(errors="replace")):
+            if alive(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
+    text = log.read_text(errors="replace")
+    assert code == 2 and "Traceback" not in text, text[-3000:]  # make's status for a failed recipe
+    [kept] = demo_dirs(log)
+    assert f"stopped everything the demo started; its logs are kept in {kept}\n" in text, text[-3000:]
+    failure = f"loopwatch worker: cannot connect to Kafka ({bootstrap}): nothing listens there"
+    assert f"make run: {failure}" in text
+    assert failure in (kept / "worker.log").read_text()
+    started = [int(pid) for _, pid in STARTED.findall(text)]
+    assert len(started) == 1 and not alive(started[0])

@@ -67,7 +67,15 @@ SURFACES: dict[str, set[str]] = {
         "read_records",
     },
     "streams.cli": {"build_parser", "main"},
-    "streams.devbroker": {"BrokerError", "EmbeddedBroker", "PortInUseError", "cpu_seconds", "free_port", "terminate"},
+    "streams.devbroker": {
+        "BrokerError",
+        "BrokerFileError",
+        "EmbeddedBroker",
+        "PortInUseError",
+        "cpu_seconds",
+        "free_port",
+        "terminate",
+    },
     "streams.kafka.admin": {
         "EMBEDDED_CLUSTER_ID",
         "TopicError",

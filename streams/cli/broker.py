@@ -16,7 +16,7 @@ from types import FrameType
 from typing import Any
 
 from streams.cli._args import port, positive_float
-from streams.devbroker import BrokerError, EmbeddedBroker, PortInUseError, cpu_seconds
+from streams.devbroker import BrokerError, BrokerFileError, EmbeddedBroker, PortInUseError, cpu_seconds
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.admin import create_topics
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
@@ -104,6 +104,16 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
     return topics
 
 
+_TLS_FLAGS = {"tls_cert": "--cert", "tls_key": "--key", "tls_client_ca": "--client-ca"}
+
+
+def file_error(exc: BrokerFileError) -> CommandError:
+    """An unusable input file as a bad value (exit 2). A TLS file is named with its flag, since "the TLS key"
+    alone does not say which flag to fix; the log file by its path ("the log file" names --log-file)."""
+    flag = _TLS_FLAGS.get(exc.role)
+    return CommandError(exc.what, f"{flag} {exc.path}" if flag else exc.path, exc.reason)
+
+
 def topic_security(args: argparse.Namespace) -> KafkaSecurity:
     """How ``--topic`` creation connects: the shared flags/env/file, else (TLS) trust the served certificate."""
     security = security_from_args(args)
@@ -129,12 +139,6 @@ def run(args: argparse.Namespace) -> int:
         security = topic_security(args) if topics else None
     except KafkaSecurityError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     broker = EmbeddedBroker(
         port=args.port or None,
         log_path=args.log_file,
@@ -144,6 +148,16 @@ def run(args: argparse.Namespace) -> int:
         tls_client_ca=args.client_ca,
     )
     try:
+        broker.check_files()  # before any port is bound: a wrong file is the operator's to fix, not a busy port
+    except BrokerFileError as exc:
+        raise file_error(exc) from None
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
         where = f"127.0.0.1:{args.port}" if args.port else "127.0.0.1"
         try:
             broker.start()
@@ -152,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
                 "port in use", where, "another broker or program listens there; pick another --port (0: a free one)",
                 code=EXIT_UNAVAILABLE,
             ) from None  # fmt: skip
+        except BrokerFileError as exc:  # changed since the check above
+            raise file_error(exc) from None
         except BrokerError as exc:
             raise CommandError("the broker did not start", where, str(exc), code=EXIT_UNAVAILABLE) from None
         if topics:

@@ -4,6 +4,22 @@ Production connects to a real Kafka cluster; nothing outside ``loopwatch broker`
 starts these.
 """
 
-from streams.devbroker.tansu import BrokerError, EmbeddedBroker, PortInUseError, cpu_seconds, free_port, terminate
+from streams.devbroker.tansu import (
+    BrokerError,
+    BrokerFileError,
+    EmbeddedBroker,
+    PortInUseError,
+    cpu_seconds,
+    free_port,
+    terminate,
+)
 
-__all__ = ["BrokerError", "EmbeddedBroker", "PortInUseError", "cpu_seconds", "free_port", "terminate"]
+__all__ = [
+    "BrokerError",
+    "BrokerFileError",
+    "EmbeddedBroker",
+    "PortInUseError",
+    "cpu_seconds",
+    "free_port",
+    "terminate",
+]

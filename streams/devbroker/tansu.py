@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BrokerError",
+    "BrokerFileError",
     "EmbeddedBroker",
     "PortInUseError",
     "free_port",
@@ -51,6 +52,22 @@ class BrokerError(RuntimeError):
 
 class PortInUseError(BrokerError):
     """The requested listen port is taken by another process."""
+
+
+class BrokerFileError(BrokerError):
+    """A file the broker was given cannot be used: its log file, or a TLS certificate, key or CA.
+
+    The caller's input rather than the machine, so ``loopwatch broker`` reports it as a bad value (exit 2) and
+    before any port is bound. ``role`` is the :class:`EmbeddedBroker` argument at fault (``"log_path"``,
+    ``"tls_cert"``, ``"tls_key"`` or ``"tls_client_ca"``), ``what`` what failed, ``reason`` why.
+    """
+
+    def __init__(self, role: str, path: str, what: str, reason: str) -> None:
+        super().__init__(f"{what} ({path}): {reason}")
+        self.role = role
+        self.path = path
+        self.what = what
+        self.reason = reason
 
 
 _RESOLVE_LOCK = threading.Lock()
@@ -248,10 +265,37 @@ class EmbeddedBroker:
             self.cluster_id,
         ]
 
+    def check_files(self) -> None:
+        """Raise :class:`BrokerFileError` if the log file cannot be written or a TLS file cannot be used.
+
+        :meth:`start` calls it before it binds anything, so a typo in a file name is told as such, not hidden
+        behind a busy port or a half-started broker. A given log file is created (appended to) here.
+        """
+        if self.log_path is not None and not self._owns_log:
+            self._open_log().close()
+        if self.tls_cert is not None and self.tls_key is not None:
+            from streams.devbroker.tls_front import TlsFileError, server_context
+
+            try:
+                server_context(self.tls_cert, self.tls_key, self.tls_client_ca)
+            except TlsFileError as exc:
+                raise BrokerFileError(f"tls_{exc.role}", exc.path, exc.what, exc.reason) from None
+
+    def _open_log(self) -> IO[bytes]:
+        assert self.log_path is not None
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            return open(self.log_path, "ab")  # the caller closes it
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise BrokerFileError("log_path", str(self.log_path), "cannot write the log file", reason) from None
+
     def start(self) -> Self:
-        """Start the broker and wait until it is ready; raises :class:`BrokerError` with the log tail."""
+        """Start the broker and wait until it is ready; raises :class:`BrokerError` with the log tail
+        (:class:`BrokerFileError` first, before anything is bound, for an unusable log or TLS file)."""
         if self._proc is not None:
             raise BrokerError("broker already started")
+        self.check_files()
         attempts = 1 if self._requested_port is not None else 3
         last_error: BrokerError | None = None
         for _ in range(attempts):
@@ -278,8 +322,7 @@ class EmbeddedBroker:
             os.close(fd)
             self.log_path = Path(name)
             self._owns_log = True
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log_file = self._open_log()  # closed in stop()
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         listen_port = port

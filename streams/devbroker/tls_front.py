@@ -19,7 +19,7 @@ import ssl
 import threading
 from pathlib import Path
 
-__all__ = ["TlsFront", "TlsFrontError", "server_context"]
+__all__ = ["TlsFileError", "TlsFront", "TlsFrontError", "server_context"]
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +30,85 @@ class TlsFrontError(RuntimeError):
     """The TLS front could not start (bad certificate or key, port in use)."""
 
 
+class TlsFileError(TlsFrontError):
+    """One TLS file cannot be used: the operator's input, not the machine, so callers report it apart.
+
+    ``role`` says which file (``"cert"``, ``"key"`` or ``"client_ca"``, as :class:`TlsFront` names them), ``what``
+    what failed and ``reason`` why, so a command can name the file, its flag and the cause in one line.
+    """
+
+    def __init__(self, role: str, path: str, what: str, reason: str) -> None:
+        super().__init__(f"{what} {path}: {reason}")
+        self.role = role
+        self.path = path
+        self.what = what
+        self.reason = reason
+
+
+_NAMES = {"cert": "the TLS certificate", "key": "the TLS key", "client_ca": "the client CA"}
+
+
+class _Encrypted(Exception):
+    """Raised by the password callback: an encrypted key would otherwise prompt on the terminal."""
+
+
+def _no_password() -> bytes:
+    raise _Encrypted
+
+
+def _readable(role: str, path: str) -> None:
+    try:
+        with open(path, "rb") as file:
+            file.read(1)
+    except OSError as exc:
+        raise TlsFileError(role, path, f"cannot read {_NAMES[role]}", exc.strerror or str(exc)) from None
+
+
+def _has_certificate(role: str, path: str) -> None:
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        probe.load_verify_locations(cafile=path)
+    except (OSError, ssl.SSLError):
+        raise TlsFileError(role, path, f"cannot load {_NAMES[role]}", "no PEM certificate in it") from None
+
+
 def server_context(
     certfile: str | Path, keyfile: str | Path, client_cafile: str | Path | None = None
 ) -> ssl.SSLContext:
-    """Server TLS context (TLS 1.2+); with ``client_cafile`` clients must present a certificate it signed."""
+    """Server TLS context (TLS 1.2+); with ``client_cafile`` clients must present a certificate it signed.
+
+    Each file is checked on its own first (readable, holds what it should, the key matches the certificate), so
+    a failure names the one file at fault (:class:`TlsFileError`) rather than OpenSSL's "PEM lib".
+    """
+    cert, key = str(certfile), str(keyfile)
+    ca = str(client_cafile) if client_cafile is not None else None
+    for role, path in (("cert", cert), ("key", key), ("client_ca", ca)):
+        if path is not None:
+            _readable(role, path)
+    _has_certificate("cert", cert)
+    if ca is not None:
+        _has_certificate("client_ca", ca)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(str(certfile), str(keyfile))
-        if client_cafile is not None:
-            context.load_verify_locations(cafile=str(client_cafile))
-            context.verify_mode = ssl.CERT_REQUIRED
-    except (OSError, ssl.SSLError) as exc:
-        raise TlsFrontError(f"cannot load the TLS certificate/key: {exc}") from None
+        context.load_cert_chain(cert, key, password=_no_password)
+    except _Encrypted:
+        encrypted = "it is encrypted; give an unencrypted PEM key"
+        raise TlsFileError("key", key, "cannot load the TLS key", encrypted) from None
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise TlsFileError(
+                "key", key, "the TLS key does not match the certificate", f"it is not the key of {cert}"
+            ) from None
+        raise TlsFileError("key", key, "cannot load the TLS key", "no PEM private key in it") from None
+    except OSError as exc:  # the file went away since it was read
+        raise TlsFileError("key", key, "cannot read the TLS key", exc.strerror or str(exc)) from None
+    if ca is not None:
+        try:
+            context.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsFileError("client_ca", ca, "cannot load the client CA", str(exc)) from None
+        context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
