@@ -1,11 +1,14 @@
 """Every topic and table name loopwatch uses, and the one rule that names a table's changelog.
 
 The worker, the audits (``replay --with-state`` reads the run table's changelog) and the deployment manifests
-must agree on these names, so they are written here once.
+must agree on these names, so they are written here once. So is the rule every topic name must follow
+(:func:`topic_name_problem`): each command checks a name it is given with it before anything is created, instead
+of learning from the broker (or not at all: the embedded broker accepts names Kafka refuses).
 """
 
 from __future__ import annotations
 
+import string
 from typing import Final
 
 EVENTS_TOPIC: Final = "loopwatch.events"
@@ -16,6 +19,30 @@ FLEET_ALERTS_TOPIC: Final = "loopwatch.fleet-alerts"
 #: The worker's run table (state per scope key) and its windowed storm table.
 RUN_TABLE: Final = "runs"
 STORM_TABLE: Final = "storms"
+
+
+#: Kafka's own limit (its ``Topic.validate``): longer names, other characters, "." and ".." are refused.
+TOPIC_NAME_MAX: Final = 249
+TOPIC_NAME_RULE: Final = "a Kafka topic name is 1-249 letters, digits, '.', '_' or '-', and not '.' or '..'"
+_TOPIC_CHARACTERS: Final = frozenset(string.ascii_letters + string.digits + "._-")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, in a few words; None when it is a valid name.
+
+    The one check of every topic name loopwatch is given (worker flags, ``broker --topic``, the argparse type
+    of streams/cli/_args.py), so that all of them refuse the same names with the same words.
+    """
+    if not name:
+        return "a topic name cannot be empty"
+    if len(name) > TOPIC_NAME_MAX:
+        return f"a topic name has at most {TOPIC_NAME_MAX} characters, not {len(name)}"
+    if name in (".", ".."):
+        return f"{name!r} cannot be a topic name"
+    bad = sorted(set(name) - _TOPIC_CHARACTERS)
+    if bad:
+        return f"{name!r} has characters a topic name cannot have ({', '.join(map(repr, bad))})"
+    return None
 
 
 def changelog_topic(group: str, table: str = RUN_TABLE) -> str:
@@ -29,13 +56,22 @@ def storm_signals_topic(group: str) -> str:
     return f"{group}-storm-signals"
 
 
+def leader_topic(group: str) -> str:
+    """Faust's leader-election topic of the worker of ``group`` (``<app id>-__assignor-__leader``)."""
+    return f"{group}-__assignor-__leader"
+
+
 __all__ = [
     "DEAD_LETTER_TOPIC",
     "EVENTS_TOPIC",
     "FLEET_ALERTS_TOPIC",
     "RUN_TABLE",
     "STORM_TABLE",
+    "TOPIC_NAME_MAX",
+    "TOPIC_NAME_RULE",
     "VERDICTS_TOPIC",
     "changelog_topic",
+    "leader_topic",
     "storm_signals_topic",
+    "topic_name_problem",
 ]

@@ -141,9 +141,13 @@ SURFACES: dict[str, set[str]] = {
         "FLEET_ALERTS_TOPIC",
         "RUN_TABLE",
         "STORM_TABLE",
+        "TOPIC_NAME_MAX",
+        "TOPIC_NAME_RULE",
         "VERDICTS_TOPIC",
         "changelog_topic",
+        "leader_topic",
         "storm_signals_topic",
+        "topic_name_problem",
     },
 }
 

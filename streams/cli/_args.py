@@ -1,4 +1,4 @@
-"""Argparse types for the commands' numeric flags, so a nonsensical number is refused where it is typed.
+"""Argparse types for the commands' numeric and topic flags, so a nonsensical value is refused where it is typed.
 
 Each raises :class:`argparse.ArgumentTypeError`, which the command line turns into its one-line error naming the
 flag (streams/cli/__init__.py); no command has to check its numbers again after parsing. The text is parsed as
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from streams.topics import topic_name_problem
 from streams.worker.options import flag_value, integer, number
 
 
@@ -55,3 +56,12 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be a port number from 0 to 65535")
     return value
+
+
+def topic_name(text: str) -> str:
+    """A topic name Kafka accepts, by the one rule of :func:`streams.topics.topic_name_problem`: the embedded
+    broker creates names Kafka refuses, so without this a typo became a topic no real cluster could have."""
+    problem = topic_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text

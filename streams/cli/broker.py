@@ -20,6 +20,7 @@ from streams.devbroker import BrokerError, BrokerFileError, EmbeddedBroker, Port
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.admin import create_topics
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.topics import TOPIC_NAME_RULE, topic_name_problem
 
 
 def register(subparsers: Any) -> None:
@@ -95,11 +96,16 @@ class BusyWatch:
 
 
 def _parse_topics(specs: list[str]) -> dict[str, int]:
+    """``{name: partitions}`` of the ``--topic`` values: ``ValueError`` when one is not NAME:PARTITIONS, and
+    :class:`CommandError` for a name Kafka refuses (the embedded broker would create it all the same)."""
     topics: dict[str, int] = {}
     for spec in specs:
         name, sep, count = spec.rpartition(":")
         if not sep or not name or not count.isdigit() or int(count) < 1:
             raise ValueError(f"--topic expects NAME:PARTITIONS, got {spec!r}")
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise CommandError(problem, "--topic", TOPIC_NAME_RULE)
         topics[name] = int(count)
     return topics
 

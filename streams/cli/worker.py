@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import signal
 import sys
-from typing import Any
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any, NoReturn
 
 from streams.cli._config import load_config, note_detection_off
 from streams.errors import EXIT_UNAVAILABLE, CommandError
@@ -38,6 +41,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+_HELP = "see 'loopwatch worker --help'"
+
+
 def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
     """The settings of flags, then ``LOOPWATCH_*`` variables, then defaults; ``SettingsError`` when unusable."""
     values = options.resolve(args, environ())
@@ -45,11 +51,72 @@ def settings_from_args(args: argparse.Namespace) -> WorkerSettings:
     try:
         storms = StormConfig(**storm_values)
     except ValueError as exc:
-        raise SettingsError(str(exc)) from None
+        raise SettingsError(str(exc), *_storm_fields_at_fault(storm_values)) from None
     return WorkerSettings(**values, storms=storms, security=kafka_security_from_args(args))
 
 
+def _storm_fields_at_fault(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The storm settings refused on their own: StormConfig's message does not say which flag to fix."""
+    fault = []
+    for name, value in values.items():
+        try:
+            StormConfig(**{name: value})
+        except ValueError:
+            fault.append(f"storms.{name}")
+    return tuple(fault)
+
+
+def settings_failure(exc: SettingsError, args: argparse.Namespace, env: Mapping[str, str]) -> CommandError:
+    """The one-line error of unusable settings: ``<what> (<flags>): <hint>``.
+
+    A value that came from a ``LOOPWATCH_*`` variable is not on the command line, so the line shows the variable
+    and its value too (``LOOPWATCH_PARTITIONS='0' must be a positive integer (--partitions)``, as ``publish``
+    says it); with several settings at fault each is ``--flag via LOOPWATCH_FLAG``.
+    """
+    what = exc.what
+    names: list[str] = []
+    for field in exc.fields:
+        option = options.option_of(field)
+        if option is None:
+            names.append(field)
+            continue
+        raw = None if isinstance(exc, options.VariableError) else options.variable_value(option, args, env)
+        if raw is None:
+            names.append(option.flag)
+        elif len(exc.fields) == 1:
+            what = f"{option.env}={raw!r} {what}"
+            names.append(option.flag)
+        else:
+            names.append(f"{option.flag} via {option.env}")
+    return CommandError(what, ", ".join(names) or None, exc.hint or _HELP)
+
+
+class _Terminated(BaseException):
+    """SIGTERM while the worker starts, before Faust handles the signal itself (it may wait up to --kafka-wait
+    seconds for a broker). A BaseException, so that no start-up step's ``except Exception`` takes it for a
+    failure of that step."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> NoReturn:
+    raise _Terminated
+
+
 def run(args: argparse.Namespace) -> int:
+    """Start the worker; SIGTERM at any point stops it with the same line and status as a running worker's."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (run in-process): signals are not ours to handle
+        return _run(args)
+    try:
+        return _run(args)
+    except _Terminated:
+        print("loopwatch worker: stopped (exit status 0)", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     from streams.kafka.admin import is_embedded_broker
     from streams.kafka.client import kafka_failure, preflight
     from streams.worker.startup import (
@@ -64,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
     except SettingsError as exc:
-        raise CommandError(str(exc), hint="see 'loopwatch worker --help'") from None
+        raise settings_failure(exc, args, environ()) from None
     config = load_config(settings.config_path, args, "worker")
     data_dir, lock = prepare_data_dir(settings)
     settings = dataclasses.replace(settings, data_dir=str(data_dir))

@@ -111,6 +111,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from streams.kafka.security import KafkaSecurity
 from streams.kafka.thread_loop import new_thread_loop
+from streams.topics import leader_topic
 
 __all__ = [
     "EMBEDDED_HEARTBEAT_INTERVAL",
@@ -1275,5 +1276,5 @@ def required_topics(app: Any, source_topics: Mapping[str, int]) -> dict[str, int
         for name in changelog.topics:
             topics[name] = int(partitions)
     if not app.conf.topic_disable_leader:
-        topics[f"{app.conf.id}-__assignor-__leader"] = 1  # Faust's leader-election topic name
+        topics[leader_topic(app.conf.id)] = 1
     return topics

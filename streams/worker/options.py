@@ -280,22 +280,40 @@ def _argparse_type(option: Option) -> Callable[[str], Any]:
     return convert
 
 
+class VariableError(SettingsError):
+    """A variable's value does not parse; ``what`` already names the variable and its value."""
+
+
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
     """``{field: value}`` for every option: the flag, else its variable, else the default."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
         value = getattr(args, option.dest, None)
         if value is None:
-            raw = env.get(option.env)
-            if raw not in (None, ""):
+            raw = variable_value(option, args, env)
+            if raw is not None:
                 try:
                     value = option.value(raw)
                 except ValueError as exc:
-                    raise SettingsError(f"{option.env}={raw!r} is {exc}") from None
+                    raise VariableError(f"{option.env}={raw!r} is {exc}", option.field) from None
             else:
                 value = option.default
         values[option.field] = value
     return values
+
+
+def variable_value(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    """The text of the option's variable when the setting comes from it (no flag given, the variable not empty):
+    an error about the value must then name the variable, which the user cannot see on the command line."""
+    if getattr(args, option.dest, None) is not None:
+        return None
+    raw = env.get(option.env)
+    return raw if raw else None
+
+
+def option_of(field: str) -> Option | None:
+    """The option that sets a :class:`WorkerSettings` field (``storms.<field>`` for a storm setting), if any."""
+    return next((option for option in OPTIONS if option.field == field), None)
 
 
 def markdown_table() -> str:

@@ -18,9 +18,12 @@ from streams.topics import (
     EVENTS_TOPIC,
     FLEET_ALERTS_TOPIC,
     STORM_TABLE,
+    TOPIC_NAME_RULE,
     VERDICTS_TOPIC,
     changelog_topic,
+    leader_topic,
     storm_signals_topic,
+    topic_name_problem,
 )
 from streams.worker.storm_rules import StormConfig
 
@@ -51,7 +54,25 @@ Delivery = Literal["bulk", "stream"]
 
 
 class SettingsError(ValueError):
-    """A setting (flag or environment variable) has an unusable value."""
+    """A setting (flag or environment variable) has an unusable value.
+
+    ``what`` says what is wrong without naming the setting, and ``fields`` are the :class:`WorkerSettings`
+    fields at fault (``storms.<field>`` for a storm setting), so that ``loopwatch worker`` can name the flags or
+    variables they came from (streams/cli/worker.py); ``hint`` replaces its "see --help" when there is more to say.
+    """
+
+    def __init__(self, what: str, *fields: str, hint: str | None = None) -> None:
+        super().__init__(f"{what} ({', '.join(fields)})" if fields else what)
+        self.what = what
+        self.fields = fields
+        self.hint = hint
+
+
+_WILDCARD_HOSTS: Final = frozenset({"", "0.0.0.0", "::"})
+_DISTINCT_TOPICS_HINT: Final = (
+    "give each of the worker's topics its own name; a worker that writes to a topic it reads feeds its own output "
+    "back into itself"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,44 +115,106 @@ class WorkerSettings:
     kafka_wait: float = 30.0  # seconds to wait for a broker that does not listen yet (a broker starting with it)
 
     def __post_init__(self) -> None:
+        """Every rule a setting must follow, checked here once, whoever builds the settings (the CLI, tests)."""
         if self.partitions < 1:
-            raise SettingsError(f"partitions must be at least 1, not {self.partitions}")
+            raise SettingsError("must be a positive integer", "partitions")
         if self.store not in ("rocksdb", "memory"):
-            raise SettingsError(f"store must be rocksdb or memory, not {self.store!r}")
+            raise SettingsError(f"must be rocksdb or memory, not {self.store!r}", "store")
         if self.state_ttl < 0:
-            raise SettingsError("state TTL must not be negative (0 disables expiry)")
+            raise SettingsError("must be 0 or more (0 disables expiry)", "state_ttl")
         if not 0 <= self.batch_linger <= 1:
-            raise SettingsError("batch linger must be between 0 and 1 second")
+            raise SettingsError("must be between 0 and 1 second", "batch_linger")
         if not 0 <= self.batch_budget <= 1:
-            raise SettingsError("batch budget must be between 0 and 1 second")
+            raise SettingsError("must be between 0 and 1 second", "batch_budget")
         if self.delivery not in ("bulk", "stream"):
-            raise SettingsError(f"delivery must be bulk or stream, not {self.delivery!r}")
+            raise SettingsError(f"must be bulk or stream, not {self.delivery!r}", "delivery")
         if not 1 <= self.max_batch <= 10_000:
-            raise SettingsError("max batch must be between 1 and 10000")
-        for name, port in (("metrics", self.metrics_port), ("web", self.web_port)):
-            if not 0 <= port <= 65535:
-                raise SettingsError(f"{name} port {port} out of range")
+            raise SettingsError("must be between 1 and 10000", "max_batch")
+        for name in ("metrics_port", "web_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise SettingsError("must be a port number from 0 to 65535", name)
         if self.sweep_interval is not None and not self.sweep_interval > 0:
-            raise SettingsError("sweep interval must be positive")
+            raise SettingsError("must be a positive number", "sweep_interval")
         if self.dead_letter_original not in ("full", "digest"):
-            raise SettingsError(f"dead-letter original must be full or digest, not {self.dead_letter_original!r}")
+            raise SettingsError(f"must be full or digest, not {self.dead_letter_original!r}", "dead_letter_original")
         if self.dead_letter_max_original < 0:
-            raise SettingsError("dead-letter max original bytes must not be negative")
+            raise SettingsError("must be 0 or more", "dead_letter_max_original")
         if not self.bootstrap.strip():
-            raise SettingsError("bootstrap address is empty")
+            raise SettingsError("must name at least one HOST:PORT", "bootstrap")
         if self.embedded and self.group_instance_id:
             # measured: Tansu 0.6.0 rebalances a group with static members every ~6 s, without end
-            raise SettingsError("static membership (--group-instance-id) does not work with the embedded broker")
+            raise SettingsError(
+                "static membership does not work with the embedded broker", "group_instance_id", "embedded"
+            )
         if not 1 <= self.rocksdb_write_buffer_mb <= 1024:
-            raise SettingsError("RocksDB write buffer must be between 1 and 1024 MiB")
+            raise SettingsError("must be between 1 and 1024 MiB", "rocksdb_write_buffer_mb")
         if not 1 <= self.rocksdb_block_cache_mb <= 65536:
-            raise SettingsError("RocksDB block cache must be between 1 and 65536 MiB")
+            raise SettingsError("must be between 1 and 65536 MiB", "rocksdb_block_cache_mb")
         if not 0 <= self.state_cache_runs <= 1_000_000:
-            raise SettingsError("state cache must hold between 0 and 1000000 runs")
+            raise SettingsError("must be between 0 and 1000000 runs", "state_cache_runs")
         if not 0 <= self.standby_replicas <= 8:
-            raise SettingsError("standby replicas must be between 0 and 8")
+            raise SettingsError("must be between 0 and 8", "standby_replicas")
         if not 0 <= self.kafka_wait <= 3600:
-            raise SettingsError("Kafka wait must be between 0 and 3600 seconds")
+            raise SettingsError("must be between 0 and 3600 seconds", "kafka_wait")
+        self._check_ports_apart()
+        self._check_topics()
+
+    def _check_ports_apart(self) -> None:
+        """Both servers on one port: the second bind failed with a traceback once the worker was half up."""
+        port = self.web_port
+        if port == 0 or port != self.metrics_port:  # 0 is no server at all, not a port
+            return
+        hosts = {self.web_host.strip().lower(), self.metrics_host.strip().lower()}
+        hosts = {"127.0.0.1" if host == "localhost" else host for host in hosts}
+        if len(hosts) == 1 or hosts & _WILDCARD_HOSTS:
+            raise SettingsError(
+                f"the web server and the metrics server cannot both listen on port {port}",
+                "web_port",
+                "metrics_port",
+                hint="give them different ports (0 turns either server off)",
+            )
+
+    def worker_topics(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Every topic this worker reads or writes: ``{what it is: (name, the fields that name it)}``."""
+        group = ("group",)
+        return {
+            "events topic": (self.events_topic, ("events_topic",)),
+            "verdicts topic": (self.verdicts_topic, ("verdicts_topic",)),
+            "dead-letter topic": (self.dead_letter_topic, ("dead_letter_topic",)),
+            "fleet alerts topic": (self.fleet_alerts_topic, ("fleet_alerts_topic",)),
+            "storm signals topic": (self.storm_signals_topic, group),
+            "run table's changelog": (self.changelog_topic, group),
+            "storm table's changelog": (self.storm_changelog_topic, group),
+            "leader-election topic": (leader_topic(self.group), group),
+        }
+
+    def _check_topics(self) -> None:
+        """Valid Kafka names, and no two alike: a dead-letter topic equal to the events topic dead-lettered each
+        dead letter again, hundreds of records a second from one bad one."""
+        if not self.group:
+            raise SettingsError(
+                "must not be empty",
+                "group",
+                hint="it is the consumer group and the Faust app id, and names the worker's changelog topics",
+            )
+        topics = self.worker_topics()
+        for what, (name, fields) in topics.items():
+            problem = topic_name_problem(name)
+            if problem is None:
+                continue
+            if fields == ("group",):
+                problem = f"cannot name the worker's {what}: {problem}"
+            raise SettingsError(problem, *fields, hint=TOPIC_NAME_RULE)
+        seen: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for what, (name, fields) in topics.items():
+            if name in seen:
+                first, first_fields = seen[name]
+                raise SettingsError(
+                    f"the {first} and the {what} are both {name!r}",
+                    *dict.fromkeys(first_fields + fields),
+                    hint=_DISTINCT_TOPICS_HINT,
+                )
+            seen[name] = (what, fields)
 
     @property
     def changelog_topic(self) -> str:

@@ -113,12 +113,12 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
     result = lw(empty, "worker", "--standby-replicas", "-1")
     assert (result.code, result.err) == (
         2,
-        "loopwatch worker: standby replicas must be between 0 and 8: see 'loopwatch worker --help'\n",
+        "loopwatch worker: must be between 0 and 8 (--standby-replicas): see 'loopwatch worker --help'\n",
     )
     result = lw(empty, "worker", "--batch-budget", "2")
     assert (result.code, result.err) == (
         2,
-        "loopwatch worker: batch budget must be between 0 and 1 second: see 'loopwatch worker --help'\n",
+        "loopwatch worker: must be between 0 and 1 second (--batch-budget): see 'loopwatch worker --help'\n",
     )
     result = lw(empty, "simulate", "--rate", "0")
     assert (result.code, result.err) == (
@@ -196,7 +196,8 @@ def test_bad_environment_variable_names_itself_and_only_stops_the_worker(empty: 
     result = lw(empty, "worker", env={"LOOPWATCH_PARTITIONS": "twelve"})
     assert (result.code, result.err) == (
         2,
-        "loopwatch worker: LOOPWATCH_PARTITIONS='twelve' is not an integer: see 'loopwatch worker --help'\n",
+        "loopwatch worker: LOOPWATCH_PARTITIONS='twelve' is not an integer (--partitions): see 'loopwatch worker "
+        "--help'\n",
     )
     assert lw(empty, "config", "--help", env={"LOOPWATCH_PARTITIONS": "twelve"}).code == 0
 

@@ -32,7 +32,7 @@ def test_standby_replicas_default_to_fausts_one_and_come_from_the_flag_or_the_va
 
 @pytest.mark.parametrize("count", [-1, 9])
 def test_standby_replicas_out_of_range_is_a_settings_error(count: int) -> None:
-    with pytest.raises(SettingsError, match="standby replicas must be between 0 and 8"):
+    with pytest.raises(SettingsError, match=r"must be between 0 and 8 \(standby_replicas\)"):
         WorkerSettings(standby_replicas=count)
 
 
@@ -58,7 +58,7 @@ def test_the_batch_budget_comes_from_the_flag_or_the_variable(monkeypatch: pytes
 
 @pytest.mark.parametrize("budget", [-0.001, 1.5])
 def test_a_batch_budget_out_of_range_is_a_settings_error(budget: float) -> None:
-    with pytest.raises(SettingsError, match="batch budget must be between 0 and 1 second"):
+    with pytest.raises(SettingsError, match=r"must be between 0 and 1 second \(batch_budget\)"):
         WorkerSettings(batch_budget=budget)
 
 
@@ -92,5 +92,66 @@ def test_the_state_cache_size_comes_from_the_flag_or_the_variable_and_reaches_th
 
 @pytest.mark.parametrize("runs", [-1, 1_000_001])
 def test_a_state_cache_size_out_of_range_is_a_settings_error(runs: int) -> None:
-    with pytest.raises(SettingsError, match="state cache must hold between 0 and 1000000 runs"):
+    with pytest.raises(SettingsError, match=r"must be between 0 and 1000000 runs \(state_cache_runs\)"):
         WorkerSettings(state_cache_runs=runs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fields"),
+    [
+        ({"dead_letter_topic": "loopwatch.events"}, ("events_topic", "dead_letter_topic")),
+        ({"verdicts_topic": "loopwatch.fleet-alerts"}, ("verdicts_topic", "fleet_alerts_topic")),
+        ({"events_topic": "g-runs-changelog", "group": "g"}, ("events_topic", "group")),
+        ({"fleet_alerts_topic": "loopwatch-storm-signals"}, ("fleet_alerts_topic", "group")),
+        ({"dead_letter_topic": "loopwatch-__assignor-__leader"}, ("dead_letter_topic", "group")),
+    ],
+)
+def test_two_of_the_worker_s_topics_with_one_name_are_refused(kwargs: dict[str, str], fields: tuple[str, ...]) -> None:
+    """A worker writing to a topic it reads fed its dead letters back into itself, without end."""
+    with pytest.raises(SettingsError) as refused:
+        WorkerSettings(**kwargs)  # type: ignore[arg-type]
+    assert refused.value.fields == fields
+    assert "own name" in (refused.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "what"),
+    [
+        ({"events_topic": ""}, "a topic name cannot be empty"),
+        ({"verdicts_topic": "bad name!"}, "'bad name!' has characters a topic name cannot have (' ', '!')"),
+        ({"dead_letter_topic": ".."}, "'..' cannot be a topic name"),
+        ({"fleet_alerts_topic": "x" * 250}, "a topic name has at most 249 characters, not 250"),
+        ({"group": ""}, "must not be empty"),
+        ({"group": "g" * 230}, "cannot name the worker's leader-election topic: a topic name has at most 249"),
+    ],
+)
+def test_topic_names_kafka_refuses_are_settings_errors(kwargs: dict[str, str], what: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        WorkerSettings(**kwargs)  # type: ignore[arg-type]
+    assert refused.value.what.startswith(what)
+    assert refused.value.fields == tuple(kwargs)
+
+
+def test_the_longest_group_and_a_249_character_topic_are_accepted() -> None:
+    chosen = WorkerSettings(group="g" * 229, events_topic="e" * 249)
+    assert all(len(name) <= 249 for name, _ in chosen.worker_topics().values())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "refused"),
+    [
+        ({"web_port": 7000, "metrics_port": 7000}, True),
+        ({"web_port": 7000, "metrics_port": 7000, "metrics_host": "0.0.0.0"}, True),  # binds 127.0.0.1 too
+        ({"web_port": 7000, "metrics_port": 7000, "metrics_host": "localhost"}, True),
+        ({"web_port": 7000, "metrics_port": 7000, "metrics_host": "10.1.2.3"}, False),  # another address
+        ({"web_port": 0, "metrics_port": 0}, False),  # 0: no server at all
+        ({"web_port": 7000, "metrics_port": 7001}, False),
+    ],
+)
+def test_the_web_and_metrics_servers_need_their_own_ports(kwargs: dict[str, object], refused: bool) -> None:
+    if not refused:
+        WorkerSettings(**kwargs)  # type: ignore[arg-type]
+        return
+    with pytest.raises(SettingsError) as error:
+        WorkerSettings(**kwargs)  # type: ignore[arg-type]
+    assert error.value.fields == ("web_port", "metrics_port")
