@@ -8,13 +8,11 @@ their own embedded broker (and a TLS one) so that the default topic names and po
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -25,41 +23,11 @@ from streams.devbroker import EmbeddedBroker
 from streams.errors import EXIT_CODES
 from streams.worker import options
 from streams.worker.settings import DEFAULT_METRICS_PORT, DEFAULT_WEB_PORT
+from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, Result, clean_env, lw, repeated_reads
 from tests.support.procs import REPO_ROOT, free_port, start_process, stop_process, wait_until
 
-LOOPWATCH = str(Path(sys.executable).parent / "loopwatch")
 COMMANDS = ("replay", "config", "config check", "broker", "worker", "publish", "tail", "whatif", "simulate")
 MARKUP = re.compile(r"``|:mod:|:func:|:class:|§|\(default: None\)|default PLAINTEXT\) \(default")
-READY_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-    seconds: float
-
-    @property
-    def first_error(self) -> str:
-        return self.err.splitlines()[0] if self.err else ""
-
-
-def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without any LOOPWATCH_* setting: the defaults are what is tested."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_") and k != "PYTHONPATH"}
-    env.update(extra or {})
-    return env
-
-
-def lw(cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Result:
-    started = time.monotonic()
-    done = subprocess.run(
-        [LOOPWATCH, *args], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout, check=False
-    )
-    result = Result(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
-    assert "Traceback" not in result.out + result.err, result.err
-    return result
 
 
 def at_once(result: Result, cwd: Path, command: str, work: float = 0.0) -> bool:
@@ -249,7 +217,7 @@ def test_a_replay_range_that_ends_before_it_starts_is_one_line_before_any_connec
 def test_replay_with_the_defaults_says_that_loop_detection_is_off(empty: Path) -> None:
     """OpenClaw's defaults leave the detectors off: a first replay without --config finds almost nothing, and says
     why; with a config that turns them on, it finds the loops and says nothing."""
-    looping = [json.dumps(e) for e in _events("cli-off", 12)]
+    looping = [json.dumps(e) for e in repeated_reads("cli-off", 12)]
     (empty / "events.jsonl").write_text("\n".join(looping) + "\n", encoding="utf-8")
     default = lw(empty, "replay", "--events", "events.jsonl")
     assert (default.code, default.out) == (0, "")
@@ -342,9 +310,6 @@ class RunningWorker:
 
     def output(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
-
-
-CONFIG = "{ tools: { loopDetection: { enabled: true } } }\n"
 
 
 @pytest.fixture(scope="module")
@@ -456,22 +421,10 @@ def test_a_second_worker_on_the_same_host_is_told_what_to_change(worker: Running
     assert topics.err.startswith("loopwatch tail: no such topic (second-runs-changelog)")  # nothing was created
 
 
-def _events(run: str, count: int) -> list[dict[str, object]]:
-    now = int(time.time() * 1000)
-    return [
-        {
-            "type": "tool_call", "event_id": f"{run}-e{i}", "gateway_id": "gw-cli", "agent_id": "main",
-            "session_id": f"{run}-s", "run_id": run, "ts": now + i, "tool": "read", "call_id": f"{run}-c{i}",
-            "args": {"path": "/repo/same.txt"}, "result": "the same text",
-        }
-        for i in range(count)
-    ]  # fmt: skip
-
-
 @pytest.mark.integration
 def test_tail_renders_every_topic_by_record_type(worker: RunningWorker, broker: EmbeddedBroker) -> None:
     home = worker.directory
-    records = [json.dumps(e) for run in ("cli-r1", "cli-r2") for e in _events(run, 11)]  # the 11th call warns
+    records = [json.dumps(e) for run in ("cli-r1", "cli-r2") for e in repeated_reads(run, 11)]  # the 11th call warns
     (home / "events.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
     sent = lw(home, "publish", "events.jsonl", "--bootstrap", broker.bootstrap)
     assert (sent.code, sent.out) == (0, "sent 22 events to loopwatch.events\n")

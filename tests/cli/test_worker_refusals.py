@@ -1,0 +1,180 @@
+"""Settings ``loopwatch worker`` cannot run with, and ``broker --topic`` names Kafka refuses, as a user meets them.
+
+Each was once accepted or ended in a traceback: a dead-letter topic equal to the events topic dead-lettered its
+own dead letters without end, an empty group was Faust's ``App requires an id!``, the same port for the web and
+metrics servers an ``OSError`` half-way up. Now each is one line naming the flag (and the variable it came from),
+exit 2, before anything is created. The real executable runs from an empty directory; no broker is needed: the
+settings are checked before any connection.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from streams.topics import TOPIC_NAME_RULE
+from tests.support.cli import LOOPWATCH, Result, clean_env, lw
+from tests.support.procs import free_port, start_process, stop_process, wait_until
+
+HELP = "see 'loopwatch worker --help'"
+OWN_NAMES = (
+    "give each of the worker's topics its own name; a worker that writes to a topic it reads feeds its own output "
+    "back into itself"
+)
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> Path:
+    directory = tmp_path / "empty"
+    directory.mkdir()
+    return directory
+
+
+def worker(cwd: Path, *argv: str, env: dict[str, str] | None = None) -> Result:
+    """``loopwatch worker`` against an address where nothing listens: a refused setting never gets that far."""
+    wait = [] if "LOOPWATCH_KAFKA_WAIT" in (env or {}) else ["--kafka-wait", "0"]  # else the flag would win
+    return lw(cwd, "worker", "--bootstrap", f"127.0.0.1:{free_port()}", *wait, *argv, env=env)
+
+
+def refused(result: Result, cwd: Path, line: str) -> None:
+    assert (result.code, result.out, result.err) == (2, "", f"loopwatch worker: {line}\n")
+    assert list(cwd.iterdir()) == []  # not even the data directory
+
+
+def test_a_dead_letter_topic_that_is_the_events_topic_is_refused(empty: Path) -> None:
+    qa = ["--store", "memory", "--metrics-port", "0", "--web-port", "0", "--group", "dlt"]
+    result = worker(empty, *qa, "--dead-letter-topic", "loopwatch.events")
+    refused(
+        result,
+        empty,
+        "the events topic and the dead-letter topic are both 'loopwatch.events' (--events-topic, "
+        f"--dead-letter-topic): {OWN_NAMES}",
+    )
+    from_env = worker(empty, *qa, env={"LOOPWATCH_EVENTS_TOPIC": "dlt.out", "LOOPWATCH_VERDICTS_TOPIC": "dlt.out"})
+    refused(
+        from_env,
+        empty,
+        "the events topic and the verdicts topic are both 'dlt.out' (--events-topic via LOOPWATCH_EVENTS_TOPIC, "
+        f"--verdicts-topic via LOOPWATCH_VERDICTS_TOPIC): {OWN_NAMES}",
+    )
+
+
+def test_a_topic_named_like_one_the_group_names_is_refused(empty: Path) -> None:
+    result = worker(empty, "--group", "g", "--fleet-alerts-topic", "g-runs-changelog")
+    refused(
+        result,
+        empty,
+        "the fleet alerts topic and the run table's changelog are both 'g-runs-changelog' (--fleet-alerts-topic, "
+        f"--group): {OWN_NAMES}",
+    )
+
+
+def test_an_empty_group_is_one_line_naming_the_flag(empty: Path) -> None:
+    refused(
+        worker(empty, "--group", ""),
+        empty,
+        "must not be empty (--group): it is the consumer group and the Faust app id, and names the worker's "
+        "changelog topics",
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "name", "what"),
+    [
+        ("--events-topic", "", "a topic name cannot be empty"),
+        ("--verdicts-topic", "bad name!", "'bad name!' has characters a topic name cannot have (' ', '!')"),
+        ("--dead-letter-topic", "..", "'..' cannot be a topic name"),
+        ("--fleet-alerts-topic", "a" * 250, "a topic name has at most 249 characters, not 250"),
+        ("--group", "my group", "cannot name the worker's storm signals topic: 'my group-storm-signals' has "
+                                "characters a topic name cannot have (' ')"),
+    ],
+    ids=["empty", "characters", "dots", "long", "group"],
+)  # fmt: skip
+def test_every_topic_name_kafka_refuses_is_refused_by_its_flag(empty: Path, flag: str, name: str, what: str) -> None:
+    refused(worker(empty, flag, name), empty, f"{what} ({flag}): {TOPIC_NAME_RULE}")
+
+
+def test_the_broker_refuses_a_topic_name_kafka_refuses(empty: Path) -> None:
+    result = lw(empty, "broker", "--port", "0", "--topic", "bad name!:3")
+    assert (result.code, result.out) == (2, "")  # refused before the broker starts
+    assert result.err == (
+        f"loopwatch broker: 'bad name!' has characters a topic name cannot have (' ', '!') (--topic): "
+        f"{TOPIC_NAME_RULE}\n"
+    )
+
+
+def test_one_port_for_the_web_and_metrics_servers_is_refused_but_0_for_both_is_not(empty: Path) -> None:
+    result = worker(empty, "--store", "memory", "--web-port", "16066", "--metrics-port", "16066")
+    refused(
+        result,
+        empty,
+        "the web server and the metrics server cannot both listen on port 16066 (--web-port, --metrics-port): give "
+        "them different ports (0 turns either server off)",
+    )
+    off = worker(empty, "--store", "memory", "--web-port", "0", "--metrics-port", "0")
+    assert off.code == 3 and "cannot connect to Kafka" in off.err  # both servers off: on to connecting
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "line"),
+    [
+        (["--partitions", "0"], {}, f"must be a positive integer (--partitions): {HELP}"),
+        (["--kafka-wait", "4000"], {}, f"must be between 0 and 3600 seconds (--kafka-wait): {HELP}"),
+        (["--metrics-port", "70000"], {}, f"must be a port number from 0 to 65535 (--metrics-port): {HELP}"),
+        (["--state-ttl", "-1"], {}, f"must be 0 or more (0 disables expiry) (--state-ttl): {HELP}"),
+        (["--storm-runs", "-1"], {}, f"signature storm threshold must be between 0 (off) and 10000 (--storm-runs): "
+                                     f"{HELP}"),
+        ([], {"LOOPWATCH_PARTITIONS": "0"}, f"LOOPWATCH_PARTITIONS='0' must be a positive integer (--partitions): "
+                                            f"{HELP}"),
+        ([], {"LOOPWATCH_KAFKA_WAIT": "4000"}, f"LOOPWATCH_KAFKA_WAIT='4000' must be between 0 and 3600 seconds "
+                                               f"(--kafka-wait): {HELP}"),
+        (["--partitions", "2"], {"LOOPWATCH_WEB_PORT": "70000"}, f"LOOPWATCH_WEB_PORT='70000' must be a port number "
+                                                                 f"from 0 to 65535 (--web-port): {HELP}"),
+    ],
+    ids=["partitions", "kafka-wait", "metrics-port", "state-ttl", "storm-runs", "env-partitions", "env-kafka-wait",
+         "env-web-port"],
+)  # fmt: skip
+def test_a_value_out_of_range_names_its_flag_and_variable(
+    empty: Path, argv: list[str], env: dict[str, str], line: str
+) -> None:
+    refused(worker(empty, *argv, env=env), empty, line)
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "last"),
+    [
+        (signal.SIGTERM, 0, "loopwatch worker: stopped (exit status 0)"),
+        (signal.SIGINT, 130, "loopwatch worker: interrupted"),
+    ],
+    ids=["SIGTERM", "Ctrl-C"],
+)
+def test_a_worker_waiting_for_kafka_stops_on_sigterm_as_a_running_one_does(
+    empty: Path, sig: signal.Signals, code: int, last: str
+) -> None:
+    """It was killed by SIGTERM while it waited (status 143, nothing said): a container stopped before its broker
+    came up looked crashed."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    log = empty.parent / "waiting-worker.log"
+    cmd = [LOOPWATCH, "worker", "--store", "memory", "--web-port", "0", "--metrics-port", "0",
+           "--bootstrap", bootstrap, "--kafka-wait", "120"]  # fmt: skip
+    proc = start_process(cmd, env=clean_env(), log_path=log, cwd=empty)
+    try:
+        waiting = f"loopwatch worker: nothing listens at {bootstrap} yet; waiting up to 120 s for Kafka"
+        wait_until(lambda: waiting in log.read_text(encoding="utf-8"), 60, 0.1, message="the waiting line")
+        status = stop_process(proc, 20, sig=sig)  # SIGKILL after 20 s: then the status is not 0 or 130
+    finally:
+        stop_process(proc, 5)
+    assert (status, log.read_text(encoding="utf-8").splitlines()) == (code, [waiting, last])
+
+
+def test_the_argparse_type_for_topic_flags_uses_the_same_rule() -> None:
+    """For the topic flags of the other commands (tail, publish, replay, simulate, whatif): one rule, one text."""
+    import argparse
+
+    from streams.cli._args import topic_name
+
+    assert topic_name("loopwatch.events") == "loopwatch.events"
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^'bad name!' has characters a topic name cannot have"):
+        topic_name("bad name!")
