@@ -218,8 +218,11 @@ def format_value(value: object) -> str:
 
 
 def format_warning(warning: ConfigWarning) -> str:
-    """``warning: <path>: <message> (using <value>)``, the one line format for config warnings."""
-    return f"warning: {warning.path}: {warning.message} (using {format_value(warning.value_used)})"
+    """``warning: <path>: <message> (using <value>)``, the one line format for config warnings. A warning without a
+    value used (``None``) says in its message what happens instead (ignored, treated as absent, built-in value,
+    still read), so it gets no ``(using …)``: "(using nothing)" contradicted "still read"."""
+    used = "" if warning.value_used is None else f" (using {format_value(warning.value_used)})"
+    return f"warning: {warning.path}: {warning.message}{used}"
 
 
 def _dedupe(warnings: Iterable[ConfigWarning]) -> list[ConfigWarning]:

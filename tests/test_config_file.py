@@ -180,7 +180,7 @@ def test_check_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         "tools.loopDetection.enabled",
         "tools.loopDetection.extra",
     ]
-    assert "warning: tools.loopDetection.extra: unknown key" in err and "(using nothing)" in err
+    assert "warning: tools.loopDetection.extra: unknown key (not in the tools.loopDetection schema); ignored\n" in err
     assert "warning: tools.loopDetection.enabled: 1 is not a boolean" in err and "(using true)" in err
 
 
