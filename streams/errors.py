@@ -27,14 +27,18 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
         "the command ran and found something: config values adjusted, verdicts differ, a run not found, "
         "tail --max not reached before --timeout",
     ),
-    (EXIT_USAGE, "bad flags or values, unreadable or invalid input files, topics with the wrong partition count"),
+    (
+        EXIT_USAGE,
+        "bad flags or values, unreadable or invalid input files, an output (file or stdout) that cannot be "
+        "written, topics with the wrong partition count",
+    ),
     (
         EXIT_UNAVAILABLE,
-        "something outside is not available: Kafka unreachable or refusing the connection (TLS, SASL), a port in "
-        "use, a data directory locked by another worker",
+        "something outside is not available: Kafka unreachable, refusing the connection (TLS, SASL) or lost "
+        "(tail), a port in use, a data directory locked by another worker",
     ),
     (EXIT_FATAL, "the worker stopped itself after an unrecoverable processing or delivery error"),
-    (EXIT_INTERRUPTED, "interrupted by Ctrl-C before the command could finish"),
+    (EXIT_INTERRUPTED, "interrupted by Ctrl-C or SIGTERM before the command could finish"),
     (EXIT_BROKEN_PIPE, "the reader of stdout went away (loopwatch replay ... | head)"),
 )
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.errors import CommandError
 from streams.profile_choice import configure_profiles
 
 
@@ -15,14 +16,23 @@ def load_config(path: Path | str | None, args: argparse.Namespace, command: str)
     ``loopwatch <command>: warning: …``. An unusable file or profile raises the command's one-line error."""
     try:
         config = load_openclaw_config(Path(path)) if path else LoadedConfig.default()
-        profile_warnings = configure_profiles(config, args.profiles, args.default_profile)
     except ConfigFileError as exc:
         raise exc.to_command_error() from None
+    profile_warnings = install_profiles(config, args)
     for warning in config.warnings:
         print(f"loopwatch {command}: {format_warning(warning)}", file=sys.stderr)
     for line in profile_warnings:
         print(f"loopwatch {command}: {line}", file=sys.stderr)
     return config
+
+
+def install_profiles(config: LoadedConfig, args: argparse.Namespace) -> list[str]:
+    """``--profiles``/``--default-profile`` on ``config`` (see :func:`configure_profiles`); a profiles file that
+    cannot be used is named as such (its own file and flag, not "the config file"), exit status 2."""
+    try:
+        return configure_profiles(config, args.profiles, args.default_profile)
+    except ConfigFileError as exc:
+        raise CommandError("cannot use the profiles file", f"--profiles {exc.where}", exc.reason) from None
 
 
 def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:

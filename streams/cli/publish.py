@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.audit.source import lines
-from streams.cli._args import positive_int
+from streams.cli._args import positive_int, topic_name
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
         default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
         help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
-    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
+    p.add_argument("--topic", type=topic_name, default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
     p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
     p.add_argument(
         "--partitions",

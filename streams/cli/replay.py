@@ -25,9 +25,10 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import lines
+from streams.cli._args import topic_name
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
-from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from streams.errors import CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
@@ -47,7 +48,9 @@ def register(sub: Any) -> None:
     )
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
-    given.add_argument("--topic", help="replay this Kafka topic (with --bootstrap), per partition in offset order")
+    given.add_argument(
+        "--topic", type=topic_name, help="replay this Kafka topic (with --bootstrap), per partition in offset order"
+    )
     p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
     p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
     p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
@@ -57,8 +60,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--verdicts-topic",
-        default=VERDICTS_TOPIC,
-        help=f"verdicts topic for --compare-verdicts (default {VERDICTS_TOPIC})",
+        metavar="TOPIC",
+        type=topic_name,
+        help=f"with --compare-verdicts: the verdicts topic (default {VERDICTS_TOPIC})",
     )
     p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
     p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
@@ -82,16 +86,44 @@ def _add_state_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--group",
-        default=env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP),
         help="with --with-state: the worker's consumer group; the changelog is GROUP-runs-changelog "
-        "(LOOPWATCH_GROUP, default %(default)s)",
+        f"(LOOPWATCH_GROUP, default {DEFAULT_GROUP})",
     )
-    p.add_argument("--state-topic", metavar="TOPIC", help="with --with-state: read this changelog topic instead")
+    p.add_argument(
+        "--state-topic", metavar="TOPIC", type=topic_name, help="with --with-state: read this changelog topic instead"
+    )
+
+
+#: Flags that only mean something with ``--topic`` (option string, attribute); given with ``--events`` they are
+#: refused, never silently ignored. Their defaults are None/False so that "given" is "not None/False"; the
+#: environment's defaults (LOOPWATCH_GROUP) are read where the values are used.
+_TOPIC_ONLY: tuple[tuple[str, str], ...] = (
+    ("--bootstrap", "bootstrap"),
+    ("--from", "start"),
+    ("--to", "end"),
+    ("--strict", "strict"),
+    ("--compare-verdicts", "compare_verdicts"),
+    ("--verdicts-topic", "verdicts_topic"),
+    ("--with-state", "with_state"),
+    ("--group", "group"),
+    ("--state-topic", "state_topic"),
+)
+
+
+def _refuse_topic_only(args: argparse.Namespace) -> None:
+    given = [flag for flag, name in _TOPIC_ONLY if getattr(args, name, None) not in (None, False)]
+    if given:
+        raise CommandError("flags that need --topic given with --events", ", ".join(given), _HELP)
+
+
+def _verdicts_topic(args: argparse.Namespace) -> str:
+    return str(args.verdicts_topic or VERDICTS_TOPIC)
 
 
 def _state_topic(args: argparse.Namespace) -> str:
-    """The changelog topic ``--state-topic``/``--group`` name."""
-    return str(args.state_topic or changelog_topic(args.group))
+    """The changelog topic ``--state-topic``/``--group`` (else LOOPWATCH_GROUP, else the default group) name."""
+    group = args.group or env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP) or DEFAULT_GROUP
+    return str(args.state_topic or changelog_topic(group))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,8 +137,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
-    if args.compare_verdicts or args.start is not None or args.end is not None or args.with_state:
-        raise CommandError("--from, --to, --compare-verdicts and --with-state need --topic", hint=_HELP)
+    _refuse_topic_only(args)
     try:
         stream = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:
@@ -173,7 +204,9 @@ def _explain_with_state(
     try:
         plan, warm = asyncio.run(with_state.read_state(records, state_topic, args.topic, read, mine))
     except Exception as exc:
-        raise _kafka(exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security) from None
+        raise reader.read_failure(
+            exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security
+        ) from None
     for note in plan.notes:
         print(note, file=sys.stderr)
     result = explain.explain_from_state(plan, mine, warm, config, args.run)
@@ -183,16 +216,6 @@ def _explain_with_state(
         sys.stdout.write(result.render(args.run, config))
     why = f" after its stored state ({result.skipped} events in range already in it)" if result.skipped else ""
     return _explained(sys.stdout, args.run, bool(result.steps), why)
-
-
-def _kafka(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity) -> CommandError:
-    from streams.kafka.client import kafka_failure
-
-    if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
-        text = security.redact(str(exc))
-        wrong_name = "no such topic" in text or "has no partition" in text
-        return CommandError(action, bootstrap, text, code=EXIT_USAGE if wrong_name else EXIT_UNAVAILABLE)
-    return kafka_failure(exc, action, bootstrap, security)
 
 
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
@@ -211,10 +234,18 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         raise CommandError(str(exc), hint=_HELP) from None
     records: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
     records.check()
+    if args.compare_verdicts:  # a wrong name fails now, not after reading the whole events range
+        nothing = reader.OffsetBound(default=0)
+        try:
+            asyncio.run(records.read(_verdicts_topic(args), nothing, nothing))
+        except Exception as exc:
+            raise reader.read_failure(
+                exc, f"cannot read topic {_verdicts_topic(args)}", args.bootstrap, security
+            ) from None
     try:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:
-        raise _kafka(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+        raise reader.read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
     events, bad = source.decode_records(read.records)
     if args.run is not None and bad:
         # An explanation is about one run: one line for the bad records, not one per record of every partition.
@@ -242,7 +273,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
                 )
             )
         except Exception as exc:
-            raise _kafka(exc, "cannot read the worker's stored state", args.bootstrap, security) from None
+            raise reader.read_failure(exc, "cannot read the worker's stored state", args.bootstrap, security) from None
         for note in stateful.notes:
             print(note, file=sys.stderr)
         print(stateful.summary(), file=sys.stderr)
@@ -270,11 +301,12 @@ def _compare(
     security: KafkaSecurity,
 ) -> int:
     """``--compare-verdicts``: diff the replayed verdicts with the published ones in the range; 1 if they differ."""
+    verdicts = _verdicts_topic(args)
     try:
-        verdict_read = asyncio.run(records.read(args.verdicts_topic))
+        verdict_read = asyncio.run(records.read(verdicts))
     except Exception as exc:
-        raise _kafka(exc, f"cannot read topic {args.verdicts_topic}", args.bootstrap, security) from None
-    recorded, notes = compare.verdict_values(verdict_read, args.verdicts_topic)
+        raise reader.read_failure(exc, f"cannot read topic {verdicts}", args.bootstrap, security) from None
+    recorded, notes = compare.verdict_values(verdict_read, verdicts)
     for note in notes:
         print(note, file=sys.stderr)
     in_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.cli._args import fraction, positive_float, positive_int
+from streams.cli._args import fraction, positive_float, positive_int, topic_name
 from streams.errors import CommandError
 from streams.kafka.security import (
     PLAINTEXT,
@@ -65,7 +64,9 @@ def register(sub: Any) -> None:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
     target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
-    p.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})")
+    p.add_argument(
+        "--topic", type=topic_name, default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})"
+    )
     p.add_argument(
         "--realtime",
         action="store_true",
@@ -112,11 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
         return 0
     if args.out is None or str(args.out) == "-":
-        try:
-            write_lines(_records(args), sys.stdout.buffer)
-        except BrokenPipeError:  # `loopwatch simulate ... | head`: the reader has all it wanted
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        # A reader that goes away (`| head`) or a full disk: streams.cli.main reports it, as for every command.
+        write_lines(_records(args), sys.stdout.buffer)
         return 0
     try:
         with args.out.open("wb") as out:

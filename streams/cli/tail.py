@@ -15,12 +15,14 @@ import asyncio
 import sys
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
-from streams.cli._args import non_negative_int, positive_float, positive_int
-from streams.errors import EXIT_FINDINGS, EXIT_OK, CommandError, warn
+from streams.cli import StdoutFailed, StdoutGone
+from streams.cli._args import non_negative_int, positive_float, positive_int, topic_name
+from streams.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNAVAILABLE, CommandError, warn
 from streams.kafka.security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -33,6 +35,9 @@ from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, 
 from streams.worker.settings import DEFAULT_BOOTSTRAP, env_default, environ
 
 _ESCALATIONS_REMEMBERED = 100_000  # runs whose shown decision levels are remembered (oldest forgotten first)
+LOST_AFTER = 10.0  # seconds without any bootstrap server answering before tail gives up (exit status 3)
+_CHECK_EVERY = 5.0  # while no record comes, how often tail asks whether a broker still answers
+_CHECK_TIMEOUT = 2.0  # the bound of one such question
 
 
 def register(subparsers: Any) -> None:
@@ -42,7 +47,8 @@ def register(subparsers: Any) -> None:
         help="follow verdicts, fleet alerts, dead letters or events, one line each",
         description="Follow loopwatch topics from their end (or from the beginning), one readable line per record: "
         "verdicts, fleet storm alerts, dead letters and events each have their own line. Nothing is committed, so "
-        "any number of tails can run.",
+        f"any number of tails can run. When no bootstrap server has answered for {LOST_AFTER:g} s (the broker went "
+        "away), tail says so and ends with exit status 3.",
     )
     p.add_argument(
         "--bootstrap",
@@ -52,6 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--topic",
         action="append",
+        type=topic_name,
         default=None,
         help=f"topic to follow, repeatable (default {VERDICTS_TOPIC}; also {FLEET_ALERTS_TOPIC}, "
         f"{DEAD_LETTER_TOPIC}, {EVENTS_TOPIC})",
@@ -112,6 +119,59 @@ class Escalations:
         return True
 
 
+class Lifeline:
+    """Notices that Kafka went away, which aiokafka only logs while it retries forever.
+
+    While no record comes, every ``every`` seconds (every second once one failed) it asks the bootstrap servers
+    the pre-flight question (:func:`streams.kafka.client.kafka_problem`, in a thread); when none has answered for
+    ``grace`` seconds, :meth:`check` raises the one error line (exit status 3).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        security: KafkaSecurity,
+        *,
+        grace: float = LOST_AFTER,
+        every: float = _CHECK_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.security = security
+        self.grace = grace
+        self.every = every
+        self._clock = clock
+        self._next = clock() + every
+        self._failing_since: float | None = None
+
+    def alive(self) -> None:
+        """A record came: the connection works."""
+        self._failing_since = None
+        self._next = self._clock() + self.every
+
+    async def check(self) -> None:
+        if self._clock() < self._next:
+            return
+        from streams.kafka.client import kafka_problem
+
+        problem = await asyncio.to_thread(kafka_problem, self.bootstrap, self.security, timeout=_CHECK_TIMEOUT)
+        now = self._clock()
+        if problem is None:
+            self.alive()
+            return
+        if self._failing_since is None:
+            self._failing_since = now
+        elif now - self._failing_since >= self.grace:
+            raise CommandError(
+                "lost the connection to Kafka",
+                self.bootstrap,
+                f"no bootstrap server has answered for {self.grace:g} s (the last try: {problem.what}); run tail "
+                "again once the broker is back",
+                code=EXIT_UNAVAILABLE,
+            )
+        self._next = now + 1.0
+
+
 async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity = PLAINTEXT) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -135,6 +195,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
         **security.aiokafka_kwargs(),
     )
     escalations = Escalations() if getattr(args, "escalations", False) else None
+    lifeline = Lifeline(args.bootstrap, security)
     width = getattr(args, "width", 0) or 0
     shown = 0
     async with started(consumer, 15.0):
@@ -156,6 +217,10 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
                     break
             batches = await consumer.getmany(timeout_ms=max(1, int(wait * 1000)))
             records = sorted((m for msgs in batches.values() for m in msgs), key=lambda m: m.timestamp)
+            if records:
+                lifeline.alive()
+            else:
+                await lifeline.check()
             for message in records:
                 try:
                     record = orjson.loads(message.value or b"")
@@ -192,9 +257,9 @@ def run(args: argparse.Namespace) -> int:
     preflight(args.bootstrap, security, timeout=timeout)
     try:
         return asyncio.run(follow(args, sys.stdout, security))
-    except (KeyboardInterrupt, BrokenPipeError):
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (streams.cli turns it into this): a follow command's end
         return EXIT_OK
-    except CommandError:
+    except (CommandError, StdoutFailed, StdoutGone):  # stdout's errors are streams.cli.main's to report
         raise
     except Exception as exc:
         raise kafka_failure(exc, "cannot follow the topics", args.bootstrap, security) from None

@@ -17,12 +17,13 @@ from typing import Any, NoReturn
 import orjson
 
 from streams.audit.source import lines, read_events, read_records
-from streams.cli._args import non_negative_int, positive_int
+from streams.cli._args import non_negative_int, positive_int, topic_name
+from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError
 from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
-from streams.profile_choice import add_profile_arguments, configure_profiles
+from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
     SweepError,
     build_report,
@@ -53,7 +54,7 @@ def register(sub: Any) -> None:
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
-    source.add_argument("--topic", help="read this topic from its beginning to its end offsets")
+    source.add_argument("--topic", type=topic_name, help="read this topic from its beginning to its end offsets")
     p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
     p.add_argument(
         "--sweep",
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(exc), "--sweep", "see 'loopwatch whatif --help'")
     try:
         current = _load(args.config, "current")
-        for line in configure_profiles(current, args.profiles, args.default_profile):
+        for line in install_profiles(current, args):
             print(f"loopwatch whatif: current: {line}", file=sys.stderr)
         candidate: LoadedConfig | None = None
         if args.candidate is not None or args.candidate_profile is not None:
@@ -128,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
             events, bad = read_events(lines(stream), name)
     else:
         name = f"topic {args.topic}"
-        from streams.kafka.client import kafka_failure
-        from streams.kafka.reader import KafkaSource, RecordSource, merged
+        from streams.kafka.reader import KafkaSource, RecordSource, merged, read_failure
 
         try:
             security = security_from_args(args)
@@ -139,10 +139,8 @@ def run(args: argparse.Namespace) -> int:
         topic_source.check()
         try:
             records = merged(asyncio.run(topic_source.read(args.topic)))
-        except RuntimeError as exc:
-            return _error(f"cannot read topic {args.topic}", args.bootstrap, security.redact(str(exc)))
-        except Exception as exc:
-            raise kafka_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+        except Exception as exc:  # as replay: a wrong topic name is exit status 2, Kafka's errors 3
+            raise read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
         events, bad = read_records(records, args.topic)
     if bad and not args.skip_invalid:
         return 2

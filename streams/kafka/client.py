@@ -103,6 +103,13 @@ def preflight(
         time.sleep(_RETRY_EVERY)
 
 
+def kafka_problem(bootstrap: str, security: KafkaSecurity, *, timeout: float = 5.0) -> CommandError | None:
+    """None while a bootstrap server answers Kafka with these settings, else the first server's problem (one try,
+    no wait): how a long-running command such as ``tail`` finds out that its broker went away, which its Kafka
+    client only logs, again and again."""
+    return _first_problem(_servers(bootstrap), security, timeout)
+
+
 def _first_problem(servers: list[tuple[str, str, int]], security: KafkaSecurity, timeout: float) -> CommandError | None:
     """None once a server answers; else the first server's problem (the others are tried in turn)."""
     first = None
@@ -171,6 +178,11 @@ def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: f
         try:
             sock.sendall(api_versions_request())
             read_response(sock)
+            if security.uses_sasl:
+                sock.sendall(_sasl_handshake_request(security.sasl_mechanism or ""))
+                refused = _sasl_refusal(read_response(sock, _SASL_CORRELATION), security.sasl_mechanism or "")
+                if refused is not None:
+                    return unavailable(*refused)
         except TimeoutError:
             return unavailable(f"no Kafka answer within {timeout:g} s", "is this a Kafka listener?")
         except (OSError, struct.error):
@@ -186,6 +198,47 @@ def _probe(entry: str, host: str, port: int, security: KafkaSecurity, timeout: f
         return None
     finally:
         sock.close()
+
+
+_SASL_CORRELATION: Final = 2
+_UNSUPPORTED_SASL_MECHANISM: Final = 33
+_ILLEGAL_SASL_STATE: Final = 34  # Kafka's answer to a SASL handshake on a listener without SASL
+
+
+def _sasl_handshake_request(mechanism: str) -> bytes:
+    """A SaslHandshake v1 request: the first step of SASL, which names the mechanism the client will use."""
+    from streams.kafka.admin import _request
+
+    name = mechanism.encode("utf-8")
+    return _request(17, 1, _SASL_CORRELATION, struct.pack(">h", len(name)) + name)
+
+
+def _sasl_refusal(body: bytes, mechanism: str) -> tuple[str, str] | None:
+    """``(what, hint)`` when the SaslHandshake answer refuses ``mechanism``; None when the listener takes it.
+
+    Without this check aiokafka logs the refusal as a raw line and then fails with "Unable to bootstrap".
+    """
+    error_code, count = struct.unpack(">hi", body[:6])
+    if error_code == 0:
+        return None
+    offered, at = [], 6
+    for _ in range(max(0, count)):
+        (size,) = struct.unpack(">h", body[at : at + 2])
+        offered.append(body[at + 2 : at + 2 + size].decode("utf-8", "replace"))
+        at += 2 + size
+    others = [name for name in offered if name != mechanism]  # the embedded broker lists PLAIN, then refuses it
+    if error_code == _UNSUPPORTED_SASL_MECHANISM and others:
+        return (
+            f"the listener does not offer SASL mechanism {mechanism}",
+            f"it offers {', '.join(others)}; set --sasl-mechanism (LOOPWATCH_KAFKA_SASL_MECHANISM) to one of them",
+        )
+    if error_code in (_UNSUPPORTED_SASL_MECHANISM, _ILLEGAL_SASL_STATE):
+        return (
+            f"the listener does not offer SASL mechanism {mechanism}",
+            "it refused the SASL handshake, as a listener without SASL does (the embedded broker has none); use "
+            "--security-protocol PLAINTEXT (SSL on a TLS listener) or the broker's SASL listener",
+        )
+    return f"the SASL handshake failed (Kafka error {error_code})", f"mechanism {mechanism}; check the SASL settings"
 
 
 def _described(exc: BaseException) -> str:
@@ -225,11 +278,19 @@ async def started(client: Any, timeout: float) -> AsyncIterator[Any]:
     finally:
         stop = getattr(client, "stop", None) or client.close
         with contextlib.suppress(Exception):
-            await stop()
+            try:
+                await stop()
+            except asyncio.CancelledError:
+                # aiokafka's consumer lets the cancellation of its own fetch task escape from stop() when the
+                # broker is gone; only a cancellation of this task itself goes on.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
 
 
 __all__ = [
     "kafka_failure",
+    "kafka_problem",
     "partition_counts",
     "preflight",
     "scope_key_from_raw",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity
 
 
@@ -243,6 +244,20 @@ class KafkaSource:
         return await read_partitions(self.bootstrap, topic, start, end, timeout=self.timeout, security=self.security)
 
 
+def read_failure(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity | None) -> CommandError:
+    """A failed topic read as the audits' one error line (a ``CommandError``): a topic or partition that does not
+    exist (:meth:`RecordSource.read`'s ``RuntimeError``) is a usage error, exit status 2; any other reader problem
+    and every Kafka client error (aiokafka's are ``RuntimeError`` too) make Kafka unavailable, exit status 3."""
+    from streams.kafka.client import kafka_failure
+
+    security = security if security is not None else KafkaSecurity()
+    if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
+        text = security.redact(str(exc))
+        wrong_name = "no such topic" in text or "has no partition" in text
+        return CommandError(action, bootstrap, text, code=EXIT_USAGE if wrong_name else EXIT_UNAVAILABLE)
+    return kafka_failure(exc, action, bootstrap, security)
+
+
 def merged(read: TopicRead) -> list[TopicRecord]:
     """Every record read, partitions merged by record timestamp.
 
@@ -264,6 +279,7 @@ __all__ = [
     "check_order",
     "merged",
     "parse_bound",
+    "read_failure",
     "read_partitions",
     "resolve_offsets",
     "unknown_partitions",

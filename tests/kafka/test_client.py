@@ -56,3 +56,24 @@ def test_a_listener_that_is_not_kafka_is_not_waited_for() -> None:
             preflight(f"127.0.0.1:{port}", KafkaSecurity(), wait=30.0, waiting=said.append)
         assert time.monotonic() - started < 5 and said == []
         assert caught.value.what == "the broker closed the connection without a Kafka answer"
+
+
+def test_a_sasl_refusal_names_what_the_listener_offers() -> None:
+    import struct
+
+    from streams.kafka.client import _sasl_refusal
+
+    def answer(error: int, *offered: str) -> bytes:
+        return struct.pack(">hi", error, len(offered)) + b"".join(
+            struct.pack(">h", len(name)) + name.encode() for name in offered
+        )
+
+    assert _sasl_refusal(answer(0, "PLAIN"), "PLAIN") is None
+    assert _sasl_refusal(answer(33, "PLAIN", "SCRAM-SHA-512"), "SCRAM-SHA-256") == (
+        "the listener does not offer SASL mechanism SCRAM-SHA-256",
+        "it offers PLAIN, SCRAM-SHA-512; set --sasl-mechanism (LOOPWATCH_KAFKA_SASL_MECHANISM) to one of them",
+    )
+    no_sasl = "the listener does not offer SASL mechanism PLAIN"
+    for refused in (answer(34), answer(33, "PLAIN")):  # Kafka's listener without SASL, the embedded broker
+        refusal = _sasl_refusal(refused, "PLAIN")
+        assert refusal is not None and refusal[0] == no_sasl

@@ -1,0 +1,308 @@
+"""The operator's rough edges, run through the real ``loopwatch`` executable from an empty directory.
+
+stdout that cannot be written (a full disk, a reader gone), SIGTERM, a broker that goes away under ``tail``, SASL
+against a listener without SASL, and flags or files a command cannot use: each is one line on stderr (or none)
+and the status of README's table, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams.cli.tail import LOST_AFTER
+from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, clean_env, lw, repeated_reads
+from tests.support.procs import free_port, start_process, stop_process, wait_until
+
+FULL = Path("/dev/full")
+WRITE_FAILED = "cannot write the output (stdout): No space left on device"
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> Path:
+    directory = tmp_path / "empty"
+    directory.mkdir()
+    (directory / "on.json5").write_text(CONFIG, encoding="utf-8")
+    looping = [json.dumps(e) for e in repeated_reads("ops", 12)]  # the 11th call warns
+    (directory / "events.jsonl").write_text("\n".join(looping) + "\n", encoding="utf-8")
+    return directory
+
+
+def run_into(cwd: Path, args: list[str], stdout: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run with stdout sent to ``stdout`` (a device); returns (status, stderr)."""
+    with stdout.open("w") as out:
+        done = subprocess.run(
+            [LOOPWATCH, *args], cwd=cwd, env=clean_env(env), stdout=out, stderr=subprocess.PIPE, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    return done.returncode, done.stderr
+
+
+def catches_sigterm(pid: int) -> bool:
+    """True once the process has its own SIGTERM handler (Linux: the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    found = re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE)
+    return bool(found and int(found.group(1), 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def reader_goes_away(cwd: Path, args: list[str]) -> tuple[int, str]:
+    """``loopwatch ARGS | head -1``: read one line, close the pipe; returns (status, stderr)."""
+    proc = subprocess.Popen(
+        [LOOPWATCH, *args], cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        code = proc.wait(60)
+        return code, proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+# --- stdout -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["config", "check", "on.json5"], "config check"),  # a short table: written only when stdout is flushed
+        (["replay", "--events", "events.jsonl", "--config", "on.json5"], "replay"),
+        (["simulate", "--duration", "1"], "simulate"),
+        (["whatif", "--events", "events.jsonl", "--candidate", "on.json5"], "whatif"),
+        (["--help"], ""),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_full_stdout_is_one_line_and_status_2(empty: Path, args: list[str], command: str, unbuffered: bool) -> None:
+    """Was a traceback and status 1 (for config check: "values adjusted"). Status 2 as for --out/--html."""
+    env = {"PYTHONUNBUFFERED": "1"} if unbuffered else None
+    code, err = run_into(empty, args, FULL, env)
+    name = f"loopwatch {command}" if command else "loopwatch"
+    assert (code, err) == (2, f"{name}: {WRITE_FAILED}\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["simulate"], ["replay", "--events", "big.jsonl", "--all", "--config", "on.json5"]],
+    ids=lambda value: value[0],
+)
+def test_a_reader_that_goes_away_ends_every_command_with_141(empty: Path, args: list[str]) -> None:
+    """``loopwatch simulate | head -1`` ended with 0, ``replay | head -1`` with 141: README's 141 for every one."""
+    if args[0] == "replay":
+        lines = [json.dumps(e) for run in range(200) for e in repeated_reads(f"gone-{run}", 12)]
+        (empty / "big.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert reader_goes_away(empty, args) == (141, "")
+
+
+# --- signals ----------------------------------------------------------------------------------------------------
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does(empty: Path) -> None:
+    """``publish -`` waiting for its input: SIGTERM interrupts it like Ctrl-C (130, one line), not 143."""
+    proc = subprocess.Popen(
+        [LOOPWATCH, "publish", "-", "--bootstrap", f"127.0.0.1:{free_port()}"], cwd=empty, env=clean_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: catches_sigterm(proc.pid), 30, 0.05, message="publish running")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, out, err) == (130, b"", b"loopwatch publish: interrupted\n")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+# --- refused before anything starts -----------------------------------------------------------------------------
+
+
+def test_every_topic_only_replay_flag_is_refused_with_events(empty: Path) -> None:
+    """--strict and --group were silently ignored with --events, while --from or --with-state were refused."""
+    for flags in (
+        ["--strict", "--group", "g"],
+        ["--bootstrap", "127.0.0.1:9"],
+        ["--from", "3"],
+        ["--to", "3"],
+        ["--compare-verdicts", "--verdicts-topic", "v"],
+        ["--with-state", "--state-topic", "s"],
+    ):
+        result = lw(empty, "replay", "--events", "events.jsonl", *flags)
+        given = ", ".join(flag for flag in flags if flag.startswith("--"))
+        assert (result.code, result.out) == (2, ""), flags
+        assert result.err == (
+            f"loopwatch replay: flags that need --topic given with --events ({given}): see 'loopwatch replay --help'\n"
+        )
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_missing_profiles_file_is_named_as_the_profiles_file(empty: Path, command: str) -> None:
+    args = ["--events", "events.jsonl", "--profiles", "missing.json"]
+    result = lw(empty, command, *args, *(["--candidate", "on.json5"] if command == "whatif" else []))
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (
+        f"loopwatch {command}: cannot use the profiles file (--profiles missing.json): cannot read: No such file or "
+        "directory\n"
+    )
+
+
+# --- with a broker ----------------------------------------------------------------------------------------------
+
+
+def start_broker(directory: Path, *topics: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``loopwatch broker --port P --topic …`` as an operator starts it; (process, bootstrap) once ready."""
+    port = free_port()
+    log = directory / f"broker-{port}.log"
+    args = [LOOPWATCH, "broker", "--port", str(port), *(a for t in topics for a in ("--topic", t))]
+    proc = start_process(args, env=clean_env(), log_path=log, cwd=directory)
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode}:\n{log.read_text()}")
+            return "broker ready on" in log.read_text()
+
+        wait_until(ready, READY_TIMEOUT, 0.1, message="broker ready")
+    except BaseException:
+        stop_process(proc, 20)
+        raise
+    return proc, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker whose events topic holds 1,800 events (more than a pipe buffer of tail --json lines)."""
+    home = tmp_path_factory.mktemp("ops-broker")
+    proc, address = start_broker(home, "loopwatch.verdicts:2")
+    try:
+        assert lw(home, "simulate", "--duration", "30", "--out", "traffic.jsonl").code == 0
+        sent = lw(home, "publish", "traffic.jsonl", "--bootstrap", address, "--partitions", "2")
+        assert sent.code == 0, sent.err
+        yield address
+    finally:
+        stop_process(proc, 20)
+
+
+@pytest.mark.integration
+def test_tail_whose_reader_goes_away_ends_with_141(empty: Path, bootstrap: str) -> None:
+    args = ["tail", "--bootstrap", bootstrap, "--topic", "loopwatch.events", "--from-beginning", "--json"]
+    assert reader_goes_away(empty, args) == (141, "")
+
+
+@pytest.mark.integration
+def test_tail_stopped_with_sigterm_ends_with_0(empty: Path, bootstrap: str) -> None:
+    """Was 143 and nothing said; README: a follow command stopped with Ctrl-C or SIGTERM ends with 0."""
+    log = empty / "tail.log"
+    args = ["tail", "--bootstrap", bootstrap, "--topic", "loopwatch.events", "--from-beginning", "--max", "999999"]
+    proc = start_process([LOOPWATCH, *args], env=clean_env(), log_path=log, cwd=empty)
+    try:
+        wait_until(lambda: log.read_text().count("\n") >= 10, 60, 0.1, message="tail following")
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert not [line for line in log.read_text().splitlines() if " EVENT " not in line]  # nothing but records
+    finally:
+        stop_process(proc, 20)
+
+
+@pytest.mark.integration
+def test_sasl_against_a_listener_without_sasl_is_one_line_for_every_command(empty: Path, bootstrap: str) -> None:
+    """Was aiokafka's raw "UnsupportedSaslMechanismError" line and then "Unable to bootstrap"; whatif said 2."""
+    sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u"]
+    env = {"LOOPWATCH_KAFKA_SASL_PASSWORD": "secret-x"}
+    for argv in (
+        ["tail", "--bootstrap", bootstrap],
+        ["publish", "events.jsonl", "--bootstrap", bootstrap],
+        ["simulate", "--duration", "1", "--bootstrap", bootstrap],
+        ["replay", "--topic", "loopwatch.events", "--bootstrap", bootstrap],
+        ["whatif", "--topic", "loopwatch.events", "--bootstrap", bootstrap, "--candidate", "on.json5"],
+    ):
+        result = lw(empty, *argv, *sasl, env=env)
+        assert (result.code, result.out) == (3, ""), result.err
+        assert result.err == (
+            f"loopwatch {argv[0]}: the listener does not offer SASL mechanism PLAIN ({bootstrap}): it refused the "
+            "SASL handshake, as a listener without SASL does (the embedded broker has none); use --security-protocol "
+            "PLAINTEXT (SSL on a TLS listener) or the broker's SASL listener\n"
+        )
+
+
+@pytest.mark.integration
+def test_compare_verdicts_names_a_missing_verdicts_topic_before_reading_the_events(empty: Path, bootstrap: str) -> None:
+    """It read the whole events topic first; now the verdicts topic is checked first, so even a missing events
+    topic is not what it reports."""
+    for events in ("loopwatch.events", "no-such-events"):
+        result = lw(empty, "replay", "--topic", events, "--bootstrap", bootstrap, "--compare-verdicts",
+                    "--verdicts-topic", "nope")  # fmt: skip
+        assert (result.code, result.out) == (2, "")
+        assert result.err == f"loopwatch replay: cannot read topic nope ({bootstrap}): no such topic\n"
+
+
+@pytest.mark.integration
+def test_tail_whose_broker_goes_away_says_so_once_and_ends_with_3(empty: Path) -> None:
+    """Was 2,047 raw aiokafka lines in 50 s and no end: each distinct line once (the worker's limiter), then one
+    error line and status 3, LOST_AFTER seconds after the broker last answered."""
+    broker, address = start_broker(empty, "loopwatch.verdicts:4")
+    log = empty / "tail.log"
+    tail = None
+    try:
+        verdict = json.dumps({"decision": "warning", "gateway_id": "gw-ops", "run_id": "ops"})
+        (empty / "verdict.jsonl").write_text(verdict + "\n", encoding="utf-8")
+        sent = lw(empty, "publish", "verdict.jsonl", "--raw", "--topic", "loopwatch.verdicts", "--bootstrap", address)
+        assert sent.code == 0, sent.err
+        tail = start_process(
+            [LOOPWATCH, "tail", "--bootstrap", address, "--from-beginning"], env=clean_env(), log_path=log, cwd=empty
+        )
+        wait_until(lambda: "gateway_id" in log.read_text(), 60, 0.1, message="tail following")
+        stop_process(broker, 20)
+        gone = time.monotonic()
+        code = tail.wait(LOST_AFTER + 30)
+        took = time.monotonic() - gone
+        lines = log.read_text().splitlines()
+        assert code == 3, lines
+        assert lines[-1] == (
+            f"loopwatch tail: lost the connection to Kafka ({address}): no bootstrap server has answered for "
+            f"{LOST_AFTER:g} s (the last try: cannot connect to Kafka); run tail again once the broker is back"
+        )
+        client = lines[1:-1]  # the record's line first
+        assert all(line.startswith("loopwatch tail: kafka client: ") for line in client), lines
+        assert len(client) == len(set(client)) and len(client) < 10, lines
+        assert LOST_AFTER - 2 < took < LOST_AFTER + 20, took
+    finally:
+        if tail is not None:
+            stop_process(tail, 20)
+        stop_process(broker, 20)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("publish", "x.jsonl", "--topic", "a@b"), "'a@b' has characters a topic name cannot have ('@') (--topic)"),
+        (("tail", "--topic", ""), "a topic name cannot be empty (--topic)"),
+        (("simulate", "--topic", "."), "'.' cannot be a topic name (--topic)"),
+        (("replay", "--topic", "x", "--state-topic", "a b"), "'a b' has characters a topic name cannot have (' ')"),
+        (("whatif", "--config", "c", "--candidate", "d", "--topic", "x/y"), "'x/y' has characters a topic name"),
+    ],
+)
+def test_every_topic_flag_refuses_a_name_kafka_refuses(empty: Path, args: tuple[str, ...], line: str) -> None:
+    """The embedded broker creates names a real cluster refuses: each command checks a topic name where it is
+    typed, by the worker's rule (streams/topics.py), before reading a file or connecting."""
+    result = lw(empty, *args)
+    assert result.code == 2 and result.err.startswith(f"loopwatch {args[0]}: {line}"), result.err
+    assert len(result.err.splitlines()) == 1
