@@ -190,7 +190,7 @@ def _stdout_failure(command: str, exc: OSError) -> int:
 
 #: Commands that handle SIGTERM themselves (Faust's worker, the broker that must stop its child).
 _OWN_SIGNALS = frozenset({"worker", "broker"})
-_LIBRARIES = ("aiokafka", "kafka")  # loggers whose records reach the user (warning and above)
+_LIBRARIES = ("aiokafka", "kafka")  # loggers whose records reach the user (critical only)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -200,9 +200,11 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def _command_context(command: str) -> Iterator[None]:
     """What every command but the worker and the broker shares: SIGTERM stops it as Ctrl-C does (a follow command
-    then ends with 0, any other with 130), and the Kafka client's log lines come with the command's name, each
-    repeated message at most every 30 s (the worker's :class:`RepeatLimiter`: aiokafka repeats its connection
-    errors about 40 times a second while a broker is away)."""
+    then ends with 0, any other with 130), and the Kafka client's own log lines are kept back: each command names
+    a Kafka failure in its one line (the pre-flight check, tail's :class:`Lifeline`, ``kafka_failure``), and
+    aiokafka's retries (about 40 lines a second while a broker is away) only came before it. What it logs as
+    critical still shows, with the command's name, each repeated message at most every 30 s
+    (the worker's :class:`RepeatLimiter`)."""
     if command.split()[0] in _OWN_SIGNALS:
         yield
         return
@@ -215,7 +217,7 @@ def _command_context(command: str) -> Iterator[None]:
     saved = [(logger, logger.level, logger.propagate) for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)
-        logger.setLevel(logging.WARNING)
+        logger.setLevel(logging.CRITICAL)
         logger.propagate = False
     try:
         previous = signal.signal(signal.SIGTERM, _interrupt)

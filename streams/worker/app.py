@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import faust
 from aiokafka.errors import KafkaError
@@ -851,7 +851,7 @@ class LoopwatchWorker:
         """
         worker = faust.Worker(
             self.app,
-            loglevel=self.settings.log_level,
+            loglevel=_PYTHON_LEVELS[self.settings.log_level],
             quiet=True,
             redirect_stdouts=False,
         )
@@ -937,6 +937,10 @@ def _gathering(now: float, first: float, last: float) -> bool:
     and held the last states of every burst (and its commit) back by up to the whole window.
     """
     return now < first + _STEP_WINDOW and now - last < _STEP_IDLE
+
+
+#: The worker's --log-level choices by Python's level names, which Faust's worker wants ("crit" is none).
+_PYTHON_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR", "crit": "CRITICAL"}
 
 
 def _exit_now(exc: BaseException) -> None:

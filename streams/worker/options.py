@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -42,10 +43,15 @@ def integer(text: str) -> int:
 
 
 def number(text: str) -> float:
+    """A finite number: ``nan`` passed every range check and then failed the worker at each sweep, and ``inf``
+    means nothing a worker setting can use (0 already turns expiry off)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ValueError("not a number") from None
+    if not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
 
 
 def log_level(text: str) -> str:

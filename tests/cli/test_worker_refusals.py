@@ -132,9 +132,12 @@ def test_one_port_for_the_web_and_metrics_servers_is_refused_but_0_for_both_is_n
                                                f"(--kafka-wait): {HELP}"),
         (["--partitions", "2"], {"LOOPWATCH_WEB_PORT": "70000"}, f"LOOPWATCH_WEB_PORT='70000' must be a port number "
                                                                  f"from 0 to 65535 (--web-port): {HELP}"),
+        (["--state-ttl", "nan"], {}, f"'nan' is not a finite number (--state-ttl): {HELP}"),
+        ([], {"LOOPWATCH_SWEEP_INTERVAL": "inf"}, f"LOOPWATCH_SWEEP_INTERVAL='inf' is not a finite number "
+                                                  f"(--sweep-interval): {HELP}"),
     ],
     ids=["partitions", "kafka-wait", "metrics-port", "state-ttl", "storm-runs", "env-partitions", "env-kafka-wait",
-         "env-web-port"],
+         "env-web-port", "nan", "env-inf"],
 )  # fmt: skip
 def test_a_value_out_of_range_names_its_flag_and_variable(
     empty: Path, argv: list[str], env: dict[str, str], line: str
@@ -178,3 +181,26 @@ def test_the_argparse_type_for_topic_flags_uses_the_same_rule() -> None:
     assert topic_name("loopwatch.events") == "loopwatch.events"
     with pytest.raises(argparse.ArgumentTypeError, match=r"^'bad name!' has characters a topic name cannot have"):
         topic_name("bad name!")
+
+
+@pytest.mark.integration
+def test_every_log_level_choice_runs_the_worker(empty: Path) -> None:
+    """``--log-level crit``, one of the documented choices, crashed the worker with a traceback (Faust wants
+    Python's level names); each choice must get it to ready and stop it cleanly."""
+    from streams.devbroker import EmbeddedBroker
+
+    with EmbeddedBroker(log_path=empty.parent / "tansu.log") as broker:
+        for level in ("crit", "error"):
+            log = empty.parent / f"worker-{level}.log"
+            cmd = [LOOPWATCH, "worker", "--bootstrap", broker.bootstrap, "--store", "memory", "--partitions", "2",
+                   "--web-port", "0", "--metrics-port", "0", "--group", f"lvl-{level}",
+                   "--log-level", level]  # fmt: skip
+            proc = start_process(cmd, env=clean_env(), log_path=log, cwd=empty)
+            try:
+                wait_until(lambda log=log: "loopwatch worker: ready" in log.read_text(encoding="utf-8"), 60, 0.1,
+                           message=f"ready at --log-level {level}")  # fmt: skip
+                status = stop_process(proc, 20)
+            finally:
+                stop_process(proc, 5)
+            text = log.read_text(encoding="utf-8")
+            assert status == 0 and "Traceback" not in text, text
