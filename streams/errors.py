@@ -35,7 +35,8 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (
         EXIT_UNAVAILABLE,
         "something outside is not available: Kafka unreachable, refusing the connection (TLS, SASL) or lost "
-        "(tail), a port in use, a data directory locked by another worker",
+        "(tail), the worker's topics gone from the cluster, a port in use, a data directory locked by another "
+        "worker",
     ),
     (EXIT_FATAL, "the worker stopped itself after an unrecoverable processing or delivery error"),
     (EXIT_INTERRUPTED, "interrupted by Ctrl-C or SIGTERM before the command could finish"),

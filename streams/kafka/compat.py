@@ -528,6 +528,13 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     async def on_thread_stop(self) -> None:
         await stop_consumer(super().on_thread_stop, self._consumer)
 
+    def _stopped_set(self) -> None:
+        """Mark the thread stopped; once its loop is closed (the thread ended first, as after a crash) there is
+        nothing to wake, and mode's own call would log "Event loop is closed" with a traceback."""
+        if self.thread_loop.is_closed():
+            return
+        super()._stopped_set()
+
     async def _take_ahead(self, consumer: Any) -> None:
         """Take the bulk topics' records as each fetch response arrives (see :func:`take_ahead`)."""
         bulk = cast(CompatConsumer, self.consumer)._bulk

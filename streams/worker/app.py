@@ -42,6 +42,7 @@ import contextlib
 import gc
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,9 +53,11 @@ from typing import Any, Final, cast
 
 import faust
 from aiokafka.errors import KafkaError
+from faust.exceptions import ConsistencyError
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
+from streams.errors import EXIT_UNAVAILABLE
 from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.topics import RUN_TABLE
@@ -82,6 +85,11 @@ log = logging.getLogger(__name__)
 
 #: Exit status when the worker stops itself after an unrecoverable processing or delivery error.
 EXIT_FATAL = 70
+TOPICS_LOST = "the cluster lost the worker's topics"
+TOPICS_LOST_HINT = (
+    "the broker was restarted with empty storage or the topics were deleted; start the worker again: it creates "
+    "them and rebuilds its state from what the cluster holds"
+)
 _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event processing for long
 _STORE_CHUNK = 32  # runs a store step encodes and writes per lock hold, about 2 ms (see _store)
 _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
@@ -145,6 +153,7 @@ class LoopwatchWorker:
         metrics.read_state_decodes(lambda: self.processor.decodes)
         self._dead_letter_policy = DeadLetterPolicy(settings.dead_letter_original, settings.dead_letter_max_original)
         self._fatal_handler = fatal or _exit_now
+        self._lost_handler = _exit_topics_lost
         self._lock = asyncio.Lock()
         self._agent_starts = 0
         self._pending_states: dict[bytes, StoredRun] = {}  # computed, not yet stored (not even encoded)
@@ -195,6 +204,7 @@ class LoopwatchWorker:
         app.agent(self.events_topic, name="loopwatch.detect", concurrency=1)(self._make_agent())
         app.timer(settings.effective_sweep_interval, name="loopwatch.sweep")(self._make_sweep())
         app.task(self._sample_loop_lag, traced=False)
+        app.task(self._watch_topics, traced=False)
         # Faust writes recovered states into the store past the worker: the index is rebuilt after each change.
         app.on_partitions_revoked.connect(self._store_changed_behind)
         app.on_partitions_assigned.connect(self._store_changed_behind)
@@ -700,6 +710,37 @@ class LoopwatchWorker:
     async def _sample_loop_lag(self) -> None:
         await sample_loop_lag(self.metrics.loop_lag.observe)
 
+    async def _watch_topics(self) -> None:
+        """Every ``_TOPIC_CHECK_EVERY`` seconds, whether the cluster still has the topics the worker made at start.
+
+        A restarted embedded broker (or topics deleted under a running worker) left it consuming a new events
+        topic and publishing nowhere: verdicts lost while it looked healthy, a stop that hung on sends to topics
+        that no longer exist, and Faust's topics recreated with the broker's default partition count. Once any
+        is gone or has another partition count, the worker ends with one line and exit status 3; started again,
+        it creates them and rebuilds its state (:mod:`streams.worker.local_state`). A cluster that does not
+        answer is not judged: that is Kafka away, which the worker waits out.
+        """
+        from streams.kafka.client import partition_counts
+        from streams.worker.startup import lost_topics
+
+        mine = self.required_topics()
+        expected: dict[str, int] | None = None  # as the cluster first lists them: an output topic may differ
+        while not self.app.should_stop:
+            try:
+                present = await partition_counts(
+                    self.settings.bootstrap, timeout=_TOPIC_CHECK_EVERY, security=self.settings.security
+                )
+            except Exception:  # unreachable or slow: not a verdict on the topics
+                present = None
+            if present is not None and expected is None:
+                expected = {name: present[name] for name in mine if name in present}
+            elif present is not None and expected is not None:
+                lost = lost_topics(expected, present)
+                if lost:
+                    self._lost_handler(lost)
+                    return
+            await asyncio.sleep(_TOPIC_CHECK_EVERY)
+
     def _make_sweep(self) -> Callable[[], Any]:
         async def sweep() -> None:
             try:
@@ -849,7 +890,7 @@ class LoopwatchWorker:
         ``on_ready`` is awaited once Faust has finished starting (partitions assigned, tables recovered, agents
         and timers running): the moment Faust itself logs "Ready".
         """
-        worker = faust.Worker(
+        worker = _Worker(
             self.app,
             loglevel=_PYTHON_LEVELS[self.settings.log_level],
             quiet=True,
@@ -870,8 +911,34 @@ class LoopwatchWorker:
             worker.execute_from_commandline()
         except SystemExit as exc:
             code = exc.code
-            return code if isinstance(code, int) else (0 if code is None else 1)
-        return 0
+            status = code if isinstance(code, int) else (0 if code is None else 1)
+        else:  # pragma: no cover - execute_from_commandline always raises SystemExit
+            status = 0
+        if worker.lost is not None:
+            print(f"loopwatch worker: {TOPICS_LOST} ({worker.lost}): {TOPICS_LOST_HINT}", file=sys.stderr, flush=True)
+            return EXIT_UNAVAILABLE
+        return status
+
+
+class _Worker(faust.Worker):
+    """Faust's worker, which tells a changelog that ends before the local store (Faust's ``ConsistencyError``
+    when a partition is assigned again: the broker restarted with empty storage under a RocksDB worker) as the
+    cluster having lost the worker's topics, instead of re-raising it as a crash with a traceback (the log
+    record of the crash is held back too: :class:`streams.worker.startup.ToldByTheWorker`)."""
+
+    lost: str | None = None  # the changelog partition whose end lies before the store's offset
+
+    def _shutdown_loop(self) -> None:
+        if isinstance(self.crash_reason, ConsistencyError):  # else mode logs "We experienced a crash!" and re-raises
+            self.lost = changelog_behind(self.crash_reason)
+            self.crash_reason = None
+        super()._shutdown_loop()
+
+
+def changelog_behind(exc: ConsistencyError) -> str:
+    """``topic[partition]`` of the changelog partition Faust's ``ConsistencyError`` names (it carries only text)."""
+    found = re.search(r"topic='([^']+)', partition=(\d+)", str(exc))
+    return f"{found.group(1)}[{found.group(2)}]" if found else "a changelog"
 
 
 async def _committed(consumer: CompatConsumer, tp: Any) -> int:
@@ -941,6 +1008,20 @@ def _gathering(now: float, first: float, last: float) -> bool:
 
 #: The worker's --log-level choices by Python's level names, which Faust's worker wants ("crit" is none).
 _PYTHON_LEVELS: Final = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR", "crit": "CRITICAL"}
+
+
+_TOPIC_CHECK_EVERY: Final = 10.0  # seconds between the checks that the cluster still has the worker's topics
+
+
+def _exit_topics_lost(lost: Sequence[str]) -> None:
+    """End the process with one line and exit status 3: the cluster lost the worker's topics (a restarted
+    embedded broker, topics deleted), so nothing it does now reaches anyone; nothing is committed."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    with contextlib.suppress(Exception):
+        print(f"loopwatch worker: {TOPICS_LOST} ({', '.join(lost)}): {TOPICS_LOST_HINT}", file=sys.stderr, flush=True)
+    os._exit(EXIT_UNAVAILABLE)
 
 
 def _exit_now(exc: BaseException) -> None:

@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -140,6 +140,16 @@ class RepeatLimiter(logging.Filter):
         return True
 
 
+class ToldByTheWorker(logging.Filter):
+    """Holds back a library's record of a failure the worker reports in its own line: Faust's crash on a
+    changelog that ends before the local store (``ConsistencyError``, told as the cluster having lost the
+    worker's topics, exit status 3), whose traceback would come before that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ == "ConsistencyError")
+
+
 _REPEATS_REMEMBERED = 1000  # distinct library messages remembered before the limiter starts over
 _LIBRARIES = ("faust", "mode", "aiokafka", "kafka")
 
@@ -152,10 +162,12 @@ def library_logging(log_level: str) -> dict[str, Any]:
     return {
         "version": 1,
         "merge": True,
-        "filters": {"repeats": {"()": RepeatLimiter}},
+        "filters": {"repeats": {"()": RepeatLimiter}, "told": {"()": ToldByTheWorker}},
         # Faust's own handler and format (mode.utils.logging), with the limiter: a logger's filters would not
         # see its children's records (aiokafka.conn, ...), a handler's see all that reach it.
-        "handlers": {"library": {"class": "colorlog.StreamHandler", "formatter": "colored", "filters": ["repeats"]}},
+        "handlers": {
+            "library": {"class": "colorlog.StreamHandler", "formatter": "colored", "filters": ["told", "repeats"]}
+        },
         "loggers": {name: {"level": "WARNING", "handlers": ["library"], "propagate": False} for name in _LIBRARIES},
     }
 
@@ -210,12 +222,19 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
         have = existing.get(name)
         if have is None or have == want:
             continue
-        if name in strict or want == 1:
+        if name in strict:
             raise CommandError(
                 f"topic has {have} partitions, {want} required",
                 name,
                 "the events topic and the run table's changelog must be co-partitioned; use a matching "
                 "--partitions or recreate the topics",
+            )
+        if want == 1:  # Faust's leader topic: a broker that creates unknown topics made it with its default
+            raise CommandError(
+                f"topic has {have} partitions, {want} required",
+                name,
+                "Faust's leader election needs one partition; delete the topic (the worker creates it again), or "
+                "restart the embedded broker",
             )
         warn("worker", f"topic {name!r} has {have} partitions, not {want}")
     missing = {name: n for name, n in topics.items() if name not in existing}
@@ -243,3 +262,9 @@ def discard_stale_state(settings: WorkerSettings, tabledir: Path, changelogs: di
     stale = stale_stores(persisted, changelogs, {(tp.topic, tp.partition): end for tp, end in ends.items()})
     discard_stale(stale)
     return stale
+
+
+def lost_topics(expected: Mapping[str, int], present: Mapping[str, int]) -> list[str]:
+    """The worker's topics (``{name: partitions}`` as made at start) that the cluster no longer has, or has
+    with another partition count: recreated by a broker that lost them (Tansu creates unknown topics with 4)."""
+    return sorted(name for name, partitions in expected.items() if present.get(name) != partitions)

@@ -204,3 +204,21 @@ def test_every_log_level_choice_runs_the_worker(empty: Path) -> None:
                 stop_process(proc, 5)
             text = log.read_text(encoding="utf-8")
             assert status == 0 and "Traceback" not in text, text
+
+
+@pytest.mark.integration
+def test_a_topic_with_the_wrong_partition_count_is_named_with_what_fixes_it(empty: Path) -> None:
+    """Faust's leader topic made with 4 partitions (a broker creating it for a client that asked for it) was
+    refused with the co-partitioning hint, which no --partitions value could satisfy."""
+    from streams.devbroker import EmbeddedBroker
+    from streams.kafka.admin import create_topics
+
+    with EmbeddedBroker(log_path=empty.parent / "tansu.log") as broker:
+        create_topics(broker.bootstrap, {"lead-__assignor-__leader": 4, "pairs.events": 3})
+        base = ["--bootstrap", broker.bootstrap, "--store", "memory", "--web-port", "0", "--metrics-port", "0"]
+        leader = lw(empty, "worker", *base, "--group", "lead", "--partitions", "2")
+        assert (leader.code, leader.err) == (2, "loopwatch worker: topic has 4 partitions, 1 required "
+            "(lead-__assignor-__leader): Faust's leader election needs one partition; delete the topic (the worker "
+            "creates it again), or restart the embedded broker\n")  # fmt: skip
+        events = lw(empty, "worker", *base, "--group", "pairs", "--events-topic", "pairs.events", "--partitions", "2")
+        assert events.code == 2 and "co-partitioned" in events.err, events.err

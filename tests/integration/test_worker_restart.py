@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,53 @@ def test_a_data_directory_from_an_earlier_broker_is_rebuilt_not_trusted(tmp_path
                 assert noted == (round_ == "second"), worker.log()[-3000:]
             finally:
                 worker.stop()
+
+
+@pytest.mark.parametrize("store", ["memory", "rocksdb"])
+def test_a_broker_restarted_under_a_running_worker_ends_it_with_one_line(tmp_path: Path, store: str) -> None:
+    """The embedded broker restarted with empty storage under a running worker: it used to go on consuming the
+    new events topic and publish nowhere (verdicts lost while it looked healthy, then a stop that hung), or crash
+    with Faust's ConsistencyError (RocksDB). Now it ends with one line and exit status 3, and started again on
+    the new broker it is ready and judges as replay does."""
+    from streams.devbroker import EmbeddedBroker, PortInUseError
+
+    names = new_names(f"lost-{store}")
+    config = write_config(tmp_path)
+    events = fleet_traffic(1500, seed=29)
+    want = set(replay_published(events, config))
+    first = EmbeddedBroker(log_path=tmp_path / "tansu-1.log").start()
+    port = int(first.bootstrap.rsplit(":", 1)[1])
+    second: EmbeddedBroker | None = None
+    worker = WorkerProcess(first.bootstrap, names, tmp_path, config=config, store=store).start()
+    again: WorkerProcess | None = None
+    try:
+        worker.wait_ready()
+        produce(first.bootstrap, names.events, keyed(events[:500]))
+        first.stop()
+        deadline = time.monotonic() + 30
+        while second is None:  # the old listener's port may take a few seconds to come free
+            try:
+                second = EmbeddedBroker(port=port, log_path=tmp_path / "tansu-2.log").start()
+            except PortInUseError:
+                assert time.monotonic() < deadline, "the port did not come free"
+                time.sleep(0.5)
+        assert worker.proc is not None
+        code = worker.proc.wait(60)
+        told = [line for line in worker.log().splitlines() if "the cluster lost the worker's topics (" in line]
+        assert code == 3, worker.log()[-3000:]
+        assert len(told) == 1 and told[0].startswith("loopwatch worker: "), worker.log()[-3000:]
+        assert "Traceback" not in worker.log() and "experienced a crash" not in worker.log(), worker.log()[-3000:]
+        again = WorkerProcess(second.bootstrap, names, tmp_path, config=config, store=store).start()
+        again.wait_ready()
+        produce(second.bootstrap, names.events, keyed(events))
+        wait_complete(second.bootstrap, names, [again], want, 120)
+        _, got = check_stream(second.bootstrap, names, events, config)
+        assert set(got) == want
+        again.assert_no_errors()
+    finally:
+        worker.stop()
+        if again is not None:
+            again.stop()
+        first.stop()
+        if second is not None:
+            second.stop()

@@ -385,3 +385,16 @@ def test_a_store_step_lets_a_waiting_batch_take_the_lock_between_its_chunks(tmp_
     asyncio.run(run())
     assert seen == [_STORE_CHUNK]
     assert sorted(data) == sorted(keys) and not worker._pending_states
+
+
+def test_a_changelog_behind_the_store_is_named_from_fausts_error() -> None:
+    """Faust's ConsistencyError carries only text; the worker's one line names the partition from it."""
+    from faust.exceptions import ConsistencyError
+    from faust.tables.recovery import E_PERSISTED_OFFSET
+    from faust.types import TP
+
+    from streams.worker.app import changelog_behind
+
+    exc = ConsistencyError(E_PERSISTED_OFFSET.format(TP("lw-runs-changelog", 3), 12, -1))
+    assert changelog_behind(exc) == "lw-runs-changelog[3]"
+    assert changelog_behind(ConsistencyError("other words")) == "a changelog"

@@ -109,3 +109,11 @@ def test_persisted_offsets_reads_what_faust_wrote_and_discard_removes_it(tmp_pat
     discard_stale(stale)
     assert not (tmp_path / "runs-0.db").exists() and (tmp_path / "runs-3.db").exists()
     assert persisted_offsets(tmp_path / "missing", "runs") == {}
+
+
+def test_lost_topics_are_the_ones_gone_or_made_again_with_another_count() -> None:
+    from streams.worker.startup import lost_topics
+
+    expected = {"e": 12, "v": 12, "leader": 1}
+    assert lost_topics(expected, {"e": 12, "v": 12, "leader": 1, "other": 3}) == []
+    assert lost_topics(expected, {"e": 12, "leader": 4}) == ["leader", "v"]
