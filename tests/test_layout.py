@@ -111,6 +111,7 @@ SURFACES: dict[str, set[str]] = {
         "preflight",
         "scope_key_from_raw",
         "started",
+        "stop_consumer",
     },
     "streams.decode": {
         "DEFAULT_MAX_BYTES",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import orjson
@@ -19,6 +20,8 @@ import orjson
 from streams.decode import scope_key_of
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.security import KafkaSecurity
+
+log = logging.getLogger(__name__)
 
 
 async def partition_counts(
@@ -278,14 +281,27 @@ async def started(client: Any, timeout: float) -> AsyncIterator[Any]:
     finally:
         stop = getattr(client, "stop", None) or client.close
         with contextlib.suppress(Exception):
-            try:
-                await stop()
-            except asyncio.CancelledError:
-                # aiokafka's consumer lets the cancellation of its own fetch task escape from stop() when the
-                # broker is gone; only a cancellation of this task itself goes on.
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
+            await stop_consumer(stop, client)
+
+
+async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> None:
+    """Run ``stop`` (which stops ``consumer``, an ``AIOKafkaConsumer``), finishing what a fetch task's re-raised
+    cancellation cut short (remedy 6 of :mod:`streams.kafka.compat`: aiokafka's ``Fetcher.close`` re-raises the
+    cancellation of a fetch task sleeping out its retry backoff): the fetch tasks not reached yet, and the
+    client's connections. Any client with a ``stop``/``close`` and an inner ``_client`` may pass through."""
+    try:
+        await stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if consumer is None or task is None or task.cancelling():
+            raise  # this task is being cancelled: not the fetcher's doing
+        log.info("the consumer's stop was cut short by a cancelled fetch (Kafka away); closing what it left")
+        fetcher = getattr(consumer, "_fetcher", None)
+        for pending in list(getattr(fetcher, "_pending_tasks", ())):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+        await consumer._client.close()
 
 
 __all__ = [
@@ -295,4 +311,5 @@ __all__ = [
     "preflight",
     "scope_key_from_raw",
     "started",
+    "stop_consumer",
 ]

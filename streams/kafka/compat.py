@@ -60,8 +60,9 @@
    (Kafka unreachable) ends with that cancellation, which ``close`` re-raises. ``AIOKafkaConsumer.stop`` then
    skips closing the client, Faust's consumer thread dies with a traceback, and the worker's stop waits a
    minute for it: longer than a container's usual grace period. Remedy: the consumer thread's stop finishes the
-   job (:func:`stop_consumer`): it cancels and awaits the fetch tasks left, and closes the client. A
-   cancellation of the stopping task itself still propagates.
+   job (:func:`streams.kafka.client.stop_consumer`, which every short-lived client of the commands uses too): it
+   cancels and awaits the fetch tasks left, and closes the client. A cancellation of the stopping task itself
+   still propagates.
 
 **Bulk delivery** (not a remedy; opt-in per topic with :meth:`CompatConsumer.deliver_in_bulk`): a stream
 topic's records are taken out of Faust's own fetch loop (``_wait_next_records``) as whole gapless runs per
@@ -109,6 +110,7 @@ from aiokafka.consumer.fetcher import FetchResult
 from aiokafka.errors import IllegalStateError, KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from streams.kafka.client import stop_consumer
 from streams.kafka.security import KafkaSecurity
 from streams.kafka.thread_loop import new_thread_loop
 from streams.topics import leader_topic
@@ -133,7 +135,6 @@ __all__ = [
     "merge_end_offsets",
     "required_topics",
     "rewind_uncommitted",
-    "stop_consumer",
 ]
 
 log = logging.getLogger(__name__)
@@ -314,24 +315,6 @@ def partition_ranges(tps: Iterable[tuple[str, int]]) -> str:
 
 
 # --- LeaveGroup for generation 0 --------------------------------------------------------------------------
-
-
-async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> None:
-    """Run ``stop`` (which stops ``consumer``, an ``AIOKafkaConsumer``), finishing what a fetch task's re-raised
-    cancellation cut short (remedy 6): the fetch tasks not reached yet, and the client's connections."""
-    try:
-        await stop()
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if consumer is None or task is None or task.cancelling():
-            raise  # this task is being cancelled: not the fetcher's doing
-        log.info("the consumer's stop was cut short by a cancelled fetch (Kafka away); closing what it left")
-        fetcher = getattr(consumer, "_fetcher", None)
-        for pending in list(getattr(fetcher, "_pending_tasks", ())):
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending
-        await consumer._client.close()
 
 
 def _leave_group_even_for_generation_zero(consumer: AIOKafkaConsumer) -> bool:

@@ -280,8 +280,9 @@ def test_leave_group_sent_for_generation_zero(broker: str, timings: list[tuple[s
 def test_a_consumer_stopped_while_kafka_is_away_is_closed_all_the_same(tmp_path: Path) -> None:
     """aiokafka's ``Fetcher.close`` re-raises the cancellation of a fetch task that sleeps out its retry backoff
     (remedy 6 of :mod:`streams.kafka.compat`): asserted, so an aiokafka that fixes it is noticed; and
-    :func:`stop_consumer` closes the client all the same, while a real cancellation of the stop propagates."""
-    from streams.kafka.compat import stop_consumer
+    :func:`streams.kafka.client.stop_consumer` closes the client all the same, while a real cancellation of the
+    stop propagates."""
+    from streams.kafka.client import stop_consumer
 
     async def away_consumer(bootstrap: str, broker: EmbeddedBroker) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, retry_backoff_ms=30_000, fetch_max_wait_ms=50)
