@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Self
 
+from streams.devbroker.tls_front import InputFileError
 from streams.kafka.admin import EMBEDDED_CLUSTER_ID, kafka_ready
 
 if TYPE_CHECKING:
@@ -54,20 +55,13 @@ class PortInUseError(BrokerError):
     """The requested listen port is taken by another process."""
 
 
-class BrokerFileError(BrokerError):
+class BrokerFileError(InputFileError, BrokerError):
     """A file the broker was given cannot be used: its log file, or a TLS certificate, key or CA.
 
-    The caller's input rather than the machine, so ``loopwatch broker`` reports it as a bad value (exit 2) and
-    before any port is bound. ``role`` is the :class:`EmbeddedBroker` argument at fault (``"log_path"``,
-    ``"tls_cert"``, ``"tls_key"`` or ``"tls_client_ca"``), ``what`` what failed, ``reason`` why.
+    ``loopwatch broker`` reports it as a bad value (exit 2), before any port is bound. ``role`` is the
+    :class:`EmbeddedBroker` argument at fault (``"log_path"``, ``"tls_cert"``, ``"tls_key"`` or
+    ``"tls_client_ca"``).
     """
-
-    def __init__(self, role: str, path: str, what: str, reason: str) -> None:
-        super().__init__(f"{what} ({path}): {reason}")
-        self.role = role
-        self.path = path
-        self.what = what
-        self.reason = reason
 
 
 _RESOLVE_LOCK = threading.Lock()

@@ -19,7 +19,7 @@ import ssl
 import threading
 from pathlib import Path
 
-__all__ = ["TlsFileError", "TlsFront", "TlsFrontError", "server_context"]
+__all__ = ["InputFileError", "TlsFileError", "TlsFront", "TlsFrontError", "server_context"]
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +30,24 @@ class TlsFrontError(RuntimeError):
     """The TLS front could not start (bad certificate or key, port in use)."""
 
 
-class TlsFileError(TlsFrontError):
-    """One TLS file cannot be used: the operator's input, not the machine, so callers report it apart.
+class InputFileError(Exception):
+    """A file the operator gave cannot be used: their input, not the machine, so callers report it apart.
 
-    ``role`` says which file (``"cert"``, ``"key"`` or ``"client_ca"``, as :class:`TlsFront` names them), ``what``
-    what failed and ``reason`` why, so a command can name the file, its flag and the cause in one line.
+    ``role`` says which file, ``what`` what failed and ``reason`` why, so a command can name the file, its flag
+    and the cause in one line.
     """
 
     def __init__(self, role: str, path: str, what: str, reason: str) -> None:
-        super().__init__(f"{what} {path}: {reason}")
+        super().__init__(f"{what} ({path}): {reason}")
         self.role = role
         self.path = path
         self.what = what
         self.reason = reason
+
+
+class TlsFileError(InputFileError, TlsFrontError):
+    """One TLS file cannot be used; ``role`` is ``"cert"``, ``"key"`` or ``"client_ca"``, as :class:`TlsFront`
+    names them."""
 
 
 _NAMES = {"cert": "the TLS certificate", "key": "the TLS key", "client_ca": "the client CA"}
