@@ -102,7 +102,7 @@ def test_bad_flag_is_one_line(empty: Path) -> None:
         (["broker", "--port", "-1"], "must be a port number from 0 to 65535 (--port)"),
         (["broker", "--ready-timeout", "0"], "must be a positive number (--ready-timeout)"),
         (["tail", "--max", "0"], "must be a positive integer (--max)"),  # were all checked after connecting
-        (["tail", "--timeout", "nan"], "must be a positive number (--timeout)"),
+        (["tail", "--timeout", "nan"], "'nan' is not a finite number (--timeout)"),
         (["tail", "--width", "-1"], "must be 0 or more (--width)"),
         (["publish", "events.jsonl", "--partitions", "0"], "must be a positive integer (--partitions)"),
         (["whatif", "--events", "events.jsonl", "--buckets", "0"], "must be a positive integer (--buckets)"),
