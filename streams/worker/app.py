@@ -57,7 +57,7 @@ from faust.exceptions import ConsistencyError
 from faust.types import TP
 
 from streams.config_file import LoadedConfig
-from streams.errors import EXIT_UNAVAILABLE
+from streams.errors import EXIT_FATAL, EXIT_UNAVAILABLE
 from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.topics import RUN_TABLE
@@ -83,8 +83,6 @@ from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
 
-#: Exit status when the worker stops itself after an unrecoverable processing or delivery error.
-EXIT_FATAL = 70
 TOPICS_LOST = "the cluster lost the worker's topics"
 TOPICS_LOST_HINT = (
     "the broker was restarted with empty storage or the topics were deleted; start the worker again: it creates "
@@ -1016,9 +1014,7 @@ _TOPIC_CHECK_EVERY: Final = 10.0  # seconds between the checks that the cluster 
 def _exit_topics_lost(lost: Sequence[str]) -> None:
     """End the process with one line and exit status 3: the cluster lost the worker's topics (a restarted
     embedded broker, topics deleted), so nothing it does now reaches anyone; nothing is committed."""
-    for handler in logging.getLogger().handlers:
-        with contextlib.suppress(Exception):
-            handler.flush()
+    _flush_logs()
     with contextlib.suppress(Exception):
         print(f"loopwatch worker: {TOPICS_LOST} ({', '.join(lost)}): {TOPICS_LOST_HINT}", file=sys.stderr, flush=True)
     os._exit(EXIT_UNAVAILABLE)
@@ -1026,8 +1022,14 @@ def _exit_topics_lost(lost: Sequence[str]) -> None:
 
 def _exit_now(exc: BaseException) -> None:
     """End the process at once: no acknowledgement, no commit; the group hands the partitions on."""
+    _flush_logs()
+    os._exit(EXIT_FATAL)
+
+
+def _flush_logs() -> None:
+    """Write out what the log handlers and stderr hold: ``os._exit`` skips every flush the interpreter would do."""
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
             handler.flush()
-    sys.stderr.flush()
-    os._exit(EXIT_FATAL)
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
