@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
 from streams.worker.local_state import StaleStore
@@ -140,14 +140,23 @@ class RepeatLimiter(logging.Filter):
         return True
 
 
+#: Faust's warning when a fetch during a rebalance seeks partitions aiokafka has already revoked. That seek is
+#: superfluous: recovery seeks every newly assigned partition before the flow resumes, and the delivery check
+#: (``CompatConsumer``) would catch a position it left wrong.
+STALE_SEEK: Final = "exception performing seek when flow not active IllegalStateError"
+
+
 class ToldByTheWorker(logging.Filter):
-    """Holds back a library's record of a failure the worker reports in its own line: Faust's crash on a
-    changelog that ends before the local store (``ConsistencyError``, told as the cluster having lost the
-    worker's topics, exit status 3), whose traceback would come before that line."""
+    """Holds back library records that would only mislead: a failure the worker reports in its own line
+    (Faust's crash on a changelog that ends before the local store, ``ConsistencyError``, told as the cluster
+    having lost the worker's topics, exit status 3, whose traceback would come before that line), and Faust's
+    warning on every rebalance about a seek of revoked partitions (:data:`STALE_SEEK`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (exc is not None and type(exc).__name__ == "ConsistencyError")
+        if exc is not None and type(exc).__name__ == "ConsistencyError":
+            return False
+        return not (record.levelno == logging.WARNING and record.getMessage().startswith(STALE_SEEK))
 
 
 _REPEATS_REMEMBERED = 1000  # distinct library messages remembered before the limiter starts over

@@ -81,6 +81,23 @@ def test_the_logging_config_limits_every_library_logger_and_its_children() -> No
     assert "filters" not in debug and all(v == {"level": "DEBUG"} for v in debug["loggers"].values())
 
 
+def test_the_stale_seek_warning_of_a_rebalance_is_held_back_and_other_seek_failures_are_not() -> None:
+    """Faust words the warning with the aiokafka error's own text; only the revoked-partition one is expected."""
+    from aiokafka.errors import IllegalStateError, KafkaError
+
+    from streams.worker.startup import ToldByTheWorker
+
+    def warning(ex: Exception) -> logging.LogRecord:  # as faust.transport.consumer.Consumer.getmany logs it
+        message = f"exception performing seek when flow not active {ex}"
+        return logging.LogRecord("faust.transport.consumer", logging.WARNING, __file__, 1, message, None, None)
+
+    told = ToldByTheWorker()
+    revoked = IllegalStateError("No current assignment for partition TopicPartition(topic='e', partition=0)")
+    assert not told.filter(warning(revoked))
+    assert told.filter(warning(KafkaError("connection lost")))
+    assert told.filter(logging.LogRecord("faust", logging.WARNING, __file__, 1, "anything else", None, None))
+
+
 def test_stale_stores_are_the_databases_not_below_their_changelog_end(tmp_path: Path) -> None:
     """At or past the end: written elsewhere. Below it: recovery resumes there. No offset: nothing to judge."""
     from streams.worker.local_state import stale_stores
