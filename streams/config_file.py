@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,23 +33,38 @@ from streams.detection.types import PROFILE_2026_9, LoopConfig
 from streams.errors import CommandError
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
+#: What a file that does not parse must be (a config or a profiles file).
+JSON5_HINT = "the file must be JSON5 (json5.org)"
 
 
 class ConfigFileError(Exception):
-    """The config file cannot be read or parsed. ``line``/``column`` are 1-based when known."""
+    """The config file cannot be read or parsed. ``line``/``column`` are 1-based when known; ``syntax`` when the
+    text is not JSON5 (then the operator needs to be told what the file must be, not only where it fails)."""
 
-    def __init__(self, path: str, message: str, line: int | None = None, column: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        *,
+        syntax: bool = False,
+    ) -> None:
         self.path = path
         self.line = line
         self.column = column
         self.reason = message
+        self.syntax = syntax
         where = f"{path}:{line}:{column}" if line is not None and column is not None else path
         super().__init__(f"{where}: {message}")
         self.where = where
 
     def to_command_error(self) -> CommandError:
         """The one-line error of a command that cannot use this config file (exit status 2)."""
-        return CommandError("cannot use the config file", self.where, self.reason)
+        if not self.syntax:
+            return CommandError("cannot use the config file", self.where, self.reason)
+        hint = f"{self.reason}; {JSON5_HINT}: fix it there, then check it with 'loopwatch config check {self.path}'"
+        return CommandError("cannot use the config file", self.where, hint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +279,7 @@ def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line, column = _line_col(data[: exc.start].decode("utf-8", errors="replace"))
-        raise ConfigFileError(name, "not valid UTF-8", line, column) from None
+        raise ConfigFileError(name, "not valid UTF-8", line, column, syntax=True) from None
     return LoadedConfig.from_document(parse_json5(text, name), path=name)
 
 
@@ -275,13 +291,36 @@ def parse_json5(text: str, name: str = "<string>") -> object:
         message = str(exc)
         match = _JSON5_POSITION.search(message)
         if match is not None:
-            raise ConfigFileError(name, match.group(2), int(match.group(1)), int(match.group(3))) from None
+            line, column = int(match.group(1)), int(match.group(3))
+            unseen = _unseen_character(text, line, column)
+            if unseen is not None:
+                line, column, message = unseen
+            else:
+                message = match.group(2)
+            raise ConfigFileError(name, message, line, column, syntax=True) from None
         if not text.strip():
-            raise ConfigFileError(name, "empty file", 1, 1) from None
+            raise ConfigFileError(name, "empty file", 1, 1, syntax=True) from None
         line, column = _line_col(text)
-        raise ConfigFileError(name, message, line, column) from None
+        raise ConfigFileError(name, message, line, column, syntax=True) from None
     except RecursionError:
-        raise ConfigFileError(name, "nested too deeply", 1, 1) from None
+        raise ConfigFileError(name, "nested too deeply", 1, 1, syntax=True) from None
+
+
+def _unseen_character(text: str, line: int, column: int) -> tuple[int, int, str] | None:
+    """``(line, column, message)`` naming a character that does not show (a NUL, a control character) where the
+    parse failed: json5 quotes it raw (``Unexpected ""``). It reports the character it stopped at, or the one
+    after when an identifier rule took the character before it, so both are looked at."""
+    lines = text.split("\n")
+    if line > len(lines):
+        return None
+    offset = sum(len(before) + 1 for before in lines[: line - 1]) + column - 1
+    # At the end of input the character before may be inside a string not closed, where any character is valid.
+    for at in (offset, offset - 1) if offset < len(text) else (offset,):
+        if 0 <= at < len(text) and not text[at].isprintable() and text[at] not in "\t\n\r":
+            kind = "control character" if unicodedata.category(text[at]) == "Cc" else "invisible character"
+            found_line, found_column = _line_col(text[:at])
+            return found_line, found_column, f"Unexpected {kind} U+{ord(text[at]):04X}"
+    return None
 
 
 def _line_col(prefix: str) -> tuple[int, int]:
@@ -294,6 +333,7 @@ def _line_col(prefix: str) -> tuple[int, int]:
 __all__ = [
     "DEFAULT_AGENT_ID",
     "GLOBAL_BLOCK_PATH",
+    "JSON5_HINT",
     "AgentBlock",
     "ConfigFileError",
     "LoadedConfig",

@@ -62,6 +62,8 @@ SURFACES: dict[str, set[str]] = {
         "PositionedEvent",
         "decode_lines",
         "decode_records",
+        "input_name",
+        "invalid_line",
         "lines",
         "read_events",
         "read_records",
@@ -107,6 +109,7 @@ SURFACES: dict[str, set[str]] = {
     "streams.kafka.client": {
         "kafka_failure",
         "kafka_problem",
+        "parse_bootstrap",
         "partition_counts",
         "preflight",
         "scope_key_from_raw",

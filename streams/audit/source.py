@@ -70,6 +70,16 @@ def decode_records(
     return events, bad
 
 
+def input_name(path: object) -> str:
+    """How a position names a JSON Lines input: its path, or ``<stdin>`` for ``-``."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def invalid_line(name: str, number: int, exc: InvalidEvent) -> str:
+    """``NAME:LINE: invalid event (reason): detail``, the one report of a bad line (``number`` 1-based)."""
+    return f"{name}:{number}: invalid event ({exc.reason}): {exc.detail}"
+
+
 def lines(stream: IO[bytes]) -> Iterator[bytes]:
     """Each line of a JSON Lines stream without its line end (blank lines included, so numbers stay right)."""
     for raw in stream:
@@ -85,7 +95,7 @@ def decode_lines(lines: Iterable[bytes], name: str) -> Iterator[tuple[int, Event
         try:
             yield index, decode_event(raw)
         except InvalidEvent as exc:
-            print(f"{name}:{index + 1}: invalid event ({exc.reason}): {exc.detail}", file=sys.stderr)
+            print(invalid_line(name, index + 1, exc), file=sys.stderr)
             yield index, None
 
 
@@ -121,6 +131,8 @@ __all__ = [
     "PositionedEvent",
     "decode_lines",
     "decode_records",
+    "input_name",
+    "invalid_line",
     "lines",
     "read_events",
     "read_records",

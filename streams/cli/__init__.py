@@ -49,6 +49,30 @@ DESCRIPTION = (
 class Parser(argparse.ArgumentParser):
     """argparse with loopwatch's one-line errors: ``loopwatch <command>: <problem> (<flag>): see … --help``."""
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """An unknown option is named before a missing command (argparse said ``loopwatch --bogus`` lacked a
+        command), and by the parser that did not know it: ``loopwatch worker --bogus`` points to the worker's
+        ``--help``, not to ``loopwatch --help``."""
+        commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction) and a.required]
+        for action in commands:
+            action.required = False
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        finally:
+            for action in commands:
+                action.required = True
+        if extras:
+            first = extras[0]
+            if first.startswith("-") and first != "-":
+                self.error(f"unrecognized option {first.split('=', 1)[0]}")
+            self.error(f"unexpected argument {first!r}")
+        missing = [str(a.metavar or a.dest) for a in commands if getattr(parsed, a.dest, None) is None]
+        if missing:
+            self.error(f"the following arguments are required: {', '.join(missing)}")
+        return parsed, extras
+
     def error(self, message: str) -> NoReturn:
         match = re.fullmatch(r"argument ([^:]+): (.*)", message, flags=re.DOTALL)
         what, where = (match.group(2), match.group(1)) if match else (message, None)

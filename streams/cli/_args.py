@@ -1,4 +1,5 @@
-"""Argparse types for the commands' numeric and topic flags, so a nonsensical value is refused where it is typed.
+"""Argparse types for the commands' numeric, topic and bootstrap flags, so a nonsensical value is refused where it
+is typed.
 
 Each raises :class:`argparse.ArgumentTypeError`, which the command line turns into its one-line error naming the
 flag (streams/cli/__init__.py); no command has to check its numbers again after parsing. The text is parsed as
@@ -10,8 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 
+from streams.errors import CommandError
 from streams.topics import topic_name_problem
+from streams.worker import options
 from streams.worker.options import flag_value, integer, number
+from streams.worker.settings import environ
 
 
 def _int(text: str) -> int:
@@ -65,3 +69,19 @@ def topic_name(text: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def bootstrap(text: str) -> str:
+    """A ``--bootstrap`` list, by the worker's rule (:func:`streams.worker.options.bootstrap`)."""
+    return flag_value(options.bootstrap, text)
+
+
+def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
+    """``--bootstrap``, else ``LOOPWATCH_BOOTSTRAP``, else the default, for a command that shares the worker's
+    flag and variable (tail, publish): a bad variable is named as the worker names it, not taken for a flag."""
+    option = options.option_of("bootstrap")
+    assert option is not None
+    try:
+        return str(options.setting(option, args, environ()))
+    except options.VariableError as exc:
+        raise CommandError(exc.what, option.flag, f"see 'loopwatch {command} --help'") from None

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.config_file import JSON5_HINT, ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.errors import CommandError
 from streams.profile_choice import configure_profiles
 
@@ -32,7 +32,8 @@ def install_profiles(config: LoadedConfig, args: argparse.Namespace) -> list[str
     try:
         return configure_profiles(config, args.profiles, args.default_profile)
     except ConfigFileError as exc:
-        raise CommandError("cannot use the profiles file", f"--profiles {exc.where}", exc.reason) from None
+        reason = f"{exc.reason}; {JSON5_HINT}" if exc.syntax else exc.reason
+        raise CommandError("cannot use the profiles file", f"--profiles {exc.where}", reason) from None
 
 
 def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:

@@ -1,9 +1,9 @@
 """``loopwatch publish``: send events from a JSON Lines file to ``loopwatch.events``, keyed by scope key.
 
 Each line is validated as an event (schemas/events.py) and sent as is (the original bytes), keyed by its scope key
-so that every event of a run lands in one partition, in file order. Invalid lines are reported with their
-line number and not sent (exit status 2). ``--raw`` sends every non-blank line unchecked, keyed by scope key
-when one can be derived: that is how tests feed the worker bad records to dead-letter.
+so that every event of a run lands in one partition, in file order. Invalid lines are reported as replay reports
+them (``FILE:LINE: invalid event …``) and not sent (exit status 2). ``--raw`` sends every non-blank line
+unchecked, keyed by scope key when one can be derived: that is how tests feed the worker bad records to dead-letter.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.audit.source import lines
-from streams.cli._args import positive_int, topic_name
+from streams.audit.source import input_name, invalid_line, lines
+from streams.cli._args import bootstrap, bootstrap_setting, positive_int, topic_name
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -32,7 +32,6 @@ from streams.worker.settings import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_PARTITIONS,
     SettingsError,
-    env_default,
     env_int,
     environ,
 )
@@ -42,18 +41,18 @@ _RAW_MAX_REQUEST = 16 * 1024 * 1024  # --raw may carry deliberately oversized re
 
 
 def register(subparsers: Any) -> None:
-    env = environ()
     p = subparsers.add_parser(
         "publish",
         help="send events from a JSON Lines file to loopwatch.events",
         description="Check every line of a JSON Lines file as an event and send the valid ones, each keyed by its "
-        "run, so that a run's events stay in order in one partition. Invalid lines are reported with their line "
-        "number and not sent (exit status 2).",
+        "run, so that a run's events stay in order in one partition. Invalid lines are reported with their file "
+        "and line number and not sent (exit status 2).",
     )
     p.add_argument("file", type=Path, help="JSON Lines file of events ('-' for stdin)")
     p.add_argument(
         "--bootstrap",
-        default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        type=bootstrap,
+        default=None,
         help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
     p.add_argument("--topic", type=topic_name, default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
@@ -74,8 +73,11 @@ def _numbered(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     return ((number, line) for number, line in enumerate(lines(stream), 1) if line.strip())
 
 
-def prepare(lines: Iterator[tuple[int, bytes]], *, raw: bool) -> tuple[list[tuple[bytes | None, bytes]], int]:
-    """``([(key, value)], refused)``; invalid lines are reported on stderr and refused unless ``raw``."""
+def prepare(
+    lines: Iterator[tuple[int, bytes]], *, raw: bool, name: str = "<events>"
+) -> tuple[list[tuple[bytes | None, bytes]], int]:
+    """``([(key, value)], refused)``; invalid lines are reported on stderr as replay reports them (``name`` is
+    the file's) and refused unless ``raw``."""
     records: list[tuple[bytes | None, bytes]] = []
     refused = 0
     for number, line in lines:
@@ -86,7 +88,7 @@ def prepare(lines: Iterator[tuple[int, bytes]], *, raw: bool) -> tuple[list[tupl
             event = decode_event(line)
         except InvalidEvent as exc:
             refused += 1
-            print(f"line {number}: invalid event ({exc.reason}): {exc.detail}; not sent", file=sys.stderr)
+            print(f"{invalid_line(name, number, exc)}; not sent", file=sys.stderr)
             continue
         records.append((scope_key(event).encode("utf-8"), line))
     return records, refused
@@ -136,6 +138,7 @@ def _partitions(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.bootstrap = bootstrap_setting(args, "publish")
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError("cannot read the events file", str(args.file), exc.strerror) from None
     with source:
-        records, refused = prepare(_numbered(source), raw=args.raw)
+        records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))
     preflight(args.bootstrap, security)
     try:
         sent = asyncio.run(

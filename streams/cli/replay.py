@@ -24,14 +24,20 @@ import orjson
 
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
-from streams.audit.source import lines
-from streams.cli._args import topic_name
+from streams.audit.source import input_name, lines
+from streams.cli._args import bootstrap, topic_name
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
 from streams.errors import CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
-from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.kafka.security import (
+    SECURITY_FLAGS,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
 from streams.profile_choice import add_profile_arguments
 from streams.topics import VERDICTS_TOPIC, changelog_topic
 from streams.worker.settings import DEFAULT_GROUP, env_default
@@ -51,7 +57,7 @@ def register(sub: Any) -> None:
     given.add_argument(
         "--topic", type=topic_name, help="replay this Kafka topic (with --bootstrap), per partition in offset order"
     )
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument("--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT (with --topic)")
     p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
     p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
     p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
@@ -96,7 +102,7 @@ def _add_state_arguments(p: argparse.ArgumentParser) -> None:
 
 #: Flags that only mean something with ``--topic`` (option string, attribute); given with ``--events`` they are
 #: refused, never silently ignored. Their defaults are None/False so that "given" is "not None/False"; the
-#: environment's defaults (LOOPWATCH_GROUP) are read where the values are used.
+#: environment's defaults (LOOPWATCH_GROUP, LOOPWATCH_KAFKA_*) are read where the values are used.
 _TOPIC_ONLY: tuple[tuple[str, str], ...] = (
     ("--bootstrap", "bootstrap"),
     ("--from", "start"),
@@ -112,6 +118,8 @@ _TOPIC_ONLY: tuple[tuple[str, str], ...] = (
 
 def _refuse_topic_only(args: argparse.Namespace) -> None:
     given = [flag for flag, name in _TOPIC_ONLY if getattr(args, name, None) not in (None, False)]
+    # The Kafka security flags too; each is None unless given (--no-ssl-check-hostname stores False).
+    given += [flag for flag, name in SECURITY_FLAGS if getattr(args, name, None) is not None]
     if given:
         raise CommandError("flags that need --topic given with --events", ", ".join(given), _HELP)
 
@@ -144,14 +152,15 @@ def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
         raise CommandError("cannot read the events file", str(args.events), exc.strerror) from None
     with stream:
         if args.run is not None:
-            return explain_lines(lines(stream), config, args.run, sys.stdout, as_json=args.json, name=str(args.events))
+            name = input_name(args.events)
+            return explain_lines(lines(stream), config, args.run, sys.stdout, as_json=args.json, name=name)
         return replay_lines(
             lines(stream),
             config,
             sys.stdout.buffer,
             include_all=args.all,
             skip_invalid=args.skip_invalid,
-            name=str(args.events),
+            name=input_name(args.events),
         )
 
 

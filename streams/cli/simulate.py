@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.cli._args import fraction, positive_float, positive_int, topic_name
+from streams.cli._args import bootstrap, fraction, positive_float, positive_int, topic_name
 from streams.errors import CommandError
 from streams.kafka.security import (
     PLAINTEXT,
@@ -63,7 +63,9 @@ def register(sub: Any) -> None:
     p.add_argument("--usage", action="store_true", help="precede each tool call by its model call's usage")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
-    target.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT: publish instead of writing")
+    target.add_argument(
+        "--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT: publish instead of writing"
+    )
     p.add_argument(
         "--topic", type=topic_name, default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})"
     )

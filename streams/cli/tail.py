@@ -21,7 +21,7 @@ from typing import IO, Any
 import orjson
 
 from streams.cli import StdoutFailed, StdoutGone
-from streams.cli._args import non_negative_int, positive_float, positive_int, topic_name
+from streams.cli._args import bootstrap, bootstrap_setting, non_negative_int, positive_float, positive_int, topic_name
 from streams.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNAVAILABLE, CommandError, warn
 from streams.kafka.security import (
     PLAINTEXT,
@@ -32,7 +32,7 @@ from streams.kafka.security import (
 )
 from streams.record_lines import fit, kind_of, record_line
 from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC
-from streams.worker.settings import DEFAULT_BOOTSTRAP, env_default, environ
+from streams.worker.settings import DEFAULT_BOOTSTRAP
 
 _ESCALATIONS_REMEMBERED = 100_000  # runs whose shown decision levels are remembered (oldest forgotten first)
 LOST_AFTER = 10.0  # seconds without any bootstrap server answering before tail gives up (exit status 3)
@@ -41,7 +41,6 @@ _CHECK_TIMEOUT = 2.0  # the bound of one such question
 
 
 def register(subparsers: Any) -> None:
-    env = environ()
     p = subparsers.add_parser(
         "tail",
         help="follow verdicts, fleet alerts, dead letters or events, one line each",
@@ -52,7 +51,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--bootstrap",
-        default=env_default(env, "LOOPWATCH_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        type=bootstrap,
+        default=None,
         help=f"Kafka bootstrap servers (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
     p.add_argument(
@@ -249,6 +249,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
 def run(args: argparse.Namespace) -> int:
     from streams.kafka.client import kafka_failure, preflight
 
+    args.bootstrap = bootstrap_setting(args, "tail")
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:

@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 import orjson
 
-from streams.audit.source import lines, read_events, read_records
-from streams.cli._args import non_negative_int, positive_int, topic_name
+from streams.audit.source import input_name, lines, read_events, read_records
+from streams.cli._args import bootstrap, non_negative_int, positive_int, topic_name
 from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
     source.add_argument("--topic", type=topic_name, help="read this topic from its beginning to its end offsets")
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument("--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT (with --topic)")
     p.add_argument(
         "--sweep",
         metavar="KEY=a..b[:step]",
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _error("cannot read the events file", str(args.events), exc.strerror)
         with stream:
-            events, bad = read_events(lines(stream), name)
+            events, bad = read_events(lines(stream), input_name(name))
     else:
         name = f"topic {args.topic}"
         from streams.kafka.reader import KafkaSource, RecordSource, merged, read_failure

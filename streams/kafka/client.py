@@ -57,15 +57,26 @@ def scope_key_from_raw(raw: bytes) -> bytes | None:
     return scope_key_of(run if isinstance(run, str) else None, session).encode("utf-8")
 
 
-def _servers(bootstrap: str) -> list[tuple[str, str, int]]:
-    """``[(as written, host, port)]`` of a bootstrap list; a malformed entry is a usage error."""
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, str, int]]:
+    """``[(as written, host, port)]`` of a bootstrap list; ``ValueError`` says why it is not one. The one rule of
+    every ``--bootstrap`` flag, ``LOOPWATCH_BOOTSTRAP`` and the pre-flight check."""
     servers = []
-    for entry in (part.strip() for part in bootstrap.split(",")):
+    entries = [part.strip() for part in bootstrap.split(",")]
+    for entry in entries:
         host, sep, port_text = entry.rpartition(":")
         if not entry or not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise CommandError("bad bootstrap address", entry or bootstrap, "expected HOST:PORT[,HOST:PORT]")
+            which = "" if len(entries) == 1 else f", at {entry!r}"
+            raise ValueError(f"not HOST:PORT[,HOST:PORT]{which}")
         servers.append((entry, host.strip("[]"), int(port_text)))
     return servers
+
+
+def _servers(bootstrap: str) -> list[tuple[str, str, int]]:
+    """:func:`parse_bootstrap`, a malformed list a usage error (the commands' flags refuse one before)."""
+    try:
+        return parse_bootstrap(bootstrap)
+    except ValueError as exc:
+        raise CommandError("bad bootstrap address", bootstrap, str(exc)) from None
 
 
 _RETRY_EVERY: Final = 0.5  # seconds between connection attempts while nothing listens
@@ -307,6 +318,7 @@ async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> N
 __all__ = [
     "kafka_failure",
     "kafka_problem",
+    "parse_bootstrap",
     "partition_counts",
     "preflight",
     "scope_key_from_raw",

@@ -36,6 +36,7 @@ __all__ = [
     "PLAINTEXT",
     "PROTOCOLS",
     "SASL_MECHANISMS",
+    "SECURITY_FLAGS",
     "KafkaSecurity",
     "KafkaSecurityError",
     "add_security_arguments",
@@ -338,50 +339,54 @@ def security_from_sources(
     return security
 
 
-def add_security_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the shared connection-security flags on a Kafka command's parser (no secrets among them)."""
+def add_security_arguments(parser: argparse.ArgumentParser) -> tuple[tuple[str, str], ...]:
+    """Register the shared connection-security flags on a Kafka command's parser (no secrets among them);
+    returns their (flag, attribute) pairs, :data:`SECURITY_FLAGS`. Each value is None unless the flag is given."""
     group = parser.add_argument_group(
         "Kafka connection security",
         "Flags override LOOPWATCH_KAFKA_* variables, which override the --kafka-config file. Passwords only "
         "from LOOPWATCH_KAFKA_SASL_PASSWORD[_FILE] / LOOPWATCH_KAFKA_SSL_KEY_PASSWORD[_FILE] or the file.",
     )
-    group.add_argument(
+    added: list[argparse.Action] = []
+
+    def add(*names: str, **kwargs: Any) -> None:
+        added.append(group.add_argument(*names, **kwargs))
+
+    add(
         "--kafka-config",
         metavar="FILE",
         default=None,
         help="Kafka client properties file: security.protocol=…, sasl.password=… (LOOPWATCH_KAFKA_CONFIG)",
     )
-    group.add_argument(
+    add(
         "--security-protocol",
         type=str.upper,
         choices=PROTOCOLS,
         default=None,
         help="security.protocol (LOOPWATCH_KAFKA_SECURITY_PROTOCOL; default PLAINTEXT)",
     )
-    group.add_argument(
+    add(
         "--sasl-mechanism",
         type=str.upper,
         choices=SASL_MECHANISMS,
         default=None,
         help="sasl.mechanism (LOOPWATCH_KAFKA_SASL_MECHANISM)",
     )
-    group.add_argument("--sasl-username", default=None, help="sasl.username (LOOPWATCH_KAFKA_SASL_USERNAME)")
-    group.add_argument(
-        "--ssl-cafile", metavar="FILE", default=None, help="ssl.ca.location, PEM (LOOPWATCH_KAFKA_SSL_CA_LOCATION)"
-    )
-    group.add_argument(
+    add("--sasl-username", default=None, help="sasl.username (LOOPWATCH_KAFKA_SASL_USERNAME)")
+    add("--ssl-cafile", metavar="FILE", default=None, help="ssl.ca.location, PEM (LOOPWATCH_KAFKA_SSL_CA_LOCATION)")
+    add(
         "--ssl-certfile",
         metavar="FILE",
         default=None,
         help="ssl.certificate.location: client certificate, PEM (LOOPWATCH_KAFKA_SSL_CERTIFICATE_LOCATION)",
     )
-    group.add_argument(
+    add(
         "--ssl-keyfile",
         metavar="FILE",
         default=None,
         help="ssl.key.location: client key, PEM (LOOPWATCH_KAFKA_SSL_KEY_LOCATION)",
     )
-    group.add_argument(
+    add(
         "--no-ssl-check-hostname",
         dest="ssl_check_hostname",
         action="store_const",
@@ -389,6 +394,12 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="ssl.endpoint.identification.algorithm=none: still verify the chain, not the host name",
     )
+    return tuple((action.option_strings[0], action.dest) for action in added)
+
+
+#: (flag, attribute) of every connection-security flag, for a command that must refuse them where it reads no
+#: topic (``replay --events``).
+SECURITY_FLAGS: Final = add_security_arguments(argparse.ArgumentParser(add_help=False))
 
 
 def security_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> KafkaSecurity:

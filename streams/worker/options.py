@@ -4,7 +4,8 @@ The parser, the environment defaults, the ``--help`` text and the flag table in 
 :data:`OPTIONS`, so they cannot drift. Defaults are the fields of :class:`WorkerSettings` (and
 :class:`StormConfig`); the variable of ``--some-flag`` is ``LOOPWATCH_SOME_FLAG``. A flag beats its variable,
 which beats the default; a variable that does not parse is an error of the worker only (other commands never
-read them). The Kafka security flags have their own table (streams/kafka/security.py).
+read them, but for ``tail``/``publish``'s LOOPWATCH_BOOTSTRAP, through :func:`setting`). The Kafka security flags
+have their own table (streams/kafka/security.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from streams.kafka.client import parse_bootstrap
 from streams.worker.settings import LINGER_ENOUGH, ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
 from streams.worker.storm_rules import StormConfig
 
@@ -54,10 +56,19 @@ def number(text: str) -> float:
     return value
 
 
+#: Python's names of log levels, taken for ours: flag and variable alike (both go through :meth:`Option.value`).
+LOG_LEVEL_ALIASES: Final = {"warning": "warn", "critical": "crit", "fatal": "crit"}
+
+
 def log_level(text: str) -> str:
-    """``warning``/``critical`` are accepted for ``warn``/``crit`` (Python's names)."""
     lowered = text.strip().lower()
-    return {"warning": "warn", "critical": "crit", "fatal": "crit"}.get(lowered, lowered)
+    return LOG_LEVEL_ALIASES.get(lowered, lowered)
+
+
+def bootstrap(text: str) -> str:
+    """HOST:PORT[,HOST:PORT], by the pre-flight check's rule, so a typo is named with its flag or variable."""
+    parse_bootstrap(text)
+    return text
 
 
 _TYPE_NAMES: Final[dict[Callable[[str], Any], str]] = {
@@ -66,6 +77,7 @@ _TYPE_NAMES: Final[dict[Callable[[str], Any], str]] = {
     _bool: "boolean",
     str: "text",
     log_level: "choice",
+    bootstrap: "HOST:PORT list",
 }
 
 
@@ -77,6 +89,7 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     default_text: str | None = None  # when the default is computed (shown instead of the field default)
+    aliases: tuple[str, ...] = ()  # other names ``parse`` takes for some of the choices
 
     @property
     def dest(self) -> str:
@@ -111,16 +124,22 @@ class Option:
             return str(int(value))
         return str(value)
 
+    @property
+    def accepted(self) -> str:
+        """The values of a choice as messages and help list them, its aliases too."""
+        listed = ", ".join(self.choices or ())
+        return f"{listed} (or {', '.join(self.aliases)})" if self.aliases else listed
+
     def value(self, raw: str) -> Any:
-        """Parse a flag or variable value; ``ValueError`` says why it is unusable."""
+        """Parse a flag or variable value, the one rule of both; ``ValueError`` says why it is unusable."""
         value = self.parse(raw)
         if self.choices and value not in self.choices:
-            raise ValueError(f"not one of {', '.join(self.choices)}")
+            raise ValueError(f"not one of {self.accepted}")
         return value
 
 
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option("--bootstrap", "bootstrap", str, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
+    Option("--bootstrap", "bootstrap", bootstrap, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
     Option(
         "--kafka-wait",
         "kafka_wait",
@@ -161,6 +180,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         log_level,
         "log level; Faust's and the Kafka client's own messages show only at debug, or when warnings",
         ("debug", "info", "warn", "error", "crit"),
+        aliases=tuple(LOG_LEVEL_ALIASES),
     ),
     Option("--events-topic", "events_topic", str, "input topic"),
     Option("--verdicts-topic", "verdicts_topic", str, "verdicts topic"),
@@ -251,9 +271,11 @@ OPTIONS: Final[tuple[Option, ...]] = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per option; the value stays None unless given, so :func:`resolve` can fall back to the variable."""
+    """One flag per option; the value stays None unless given, so :func:`resolve` can fall back to the variable.
+    A choice is checked by :meth:`Option.value`, not by argparse, so the flag takes what its variable takes."""
     for option in OPTIONS:
-        text = f"{option.help} (env {option.env}; default {option.shown_default()})"
+        also = f"; {', '.join(option.aliases)} also accepted" if option.aliases else ""
+        text = f"{option.help} (env {option.env}; default {option.shown_default()}{also})"
         if option.parse is _bool:
             parser.add_argument(
                 option.flag, dest=option.dest, action="store_const", const=True, default=None, help=text
@@ -263,9 +285,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             option.flag,
             dest=option.dest,
             type=_argparse_type(option),
-            choices=option.choices,
             default=None,
-            metavar=option.dest.upper() if option.choices is None else None,
+            metavar=option.dest.upper() if option.choices is None else "{" + ",".join(option.choices) + "}",
             help=text,
         )
 
@@ -280,7 +301,7 @@ def flag_value(parse: Callable[[str], T], text: str) -> T:
 
 def _argparse_type(option: Option) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
-        return flag_value(option.parse, text)
+        return flag_value(option.value, text)
 
     convert.__name__ = option.type_name  # argparse names the type in some messages
     return convert
@@ -292,20 +313,22 @@ class VariableError(SettingsError):
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
     """``{field: value}`` for every option: the flag, else its variable, else the default."""
-    values: dict[str, Any] = {}
-    for option in OPTIONS:
-        value = getattr(args, option.dest, None)
-        if value is None:
-            raw = variable_value(option, args, env)
-            if raw is not None:
-                try:
-                    value = option.value(raw)
-                except ValueError as exc:
-                    raise VariableError(f"{option.env}={raw!r} is {exc}", option.field) from None
-            else:
-                value = option.default
-        values[option.field] = value
-    return values
+    return {option.field: setting(option, args, env) for option in OPTIONS}
+
+
+def setting(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> Any:
+    """One option's value: the flag, else its variable, else the default. Also for the other commands that take
+    a worker flag and its variable (``tail``/``publish --bootstrap``), so they read and refuse it alike."""
+    value = getattr(args, option.dest, None)
+    if value is not None:
+        return value
+    raw = variable_value(option, args, env)
+    if raw is None:
+        return option.default
+    try:
+        return option.value(raw)
+    except ValueError as exc:
+        raise VariableError(f"{option.env}={raw!r} is {exc}", option.field) from None
 
 
 def variable_value(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
@@ -327,6 +350,7 @@ def markdown_table() -> str:
     lines = ["| flag | environment | type | default | what it sets |", "|---|---|---|---|---|"]
     for option in OPTIONS:
         kind = "/".join(option.choices) if option.choices else option.type_name
+        kind += f" (or {'/'.join(option.aliases)})" if option.aliases else ""
         lines.append(f"| `{option.flag}` | `{option.env}` | {kind} | {option.shown_default()} | {option.help} |")
     return "\n".join(lines)
 

@@ -339,7 +339,7 @@ def test_changelog_is_copartitioned_and_state_exact(e2e: E2E) -> None:
 def test_publish_command(e2e: E2E) -> None:
     result = e2e.cli_result
     assert result.returncode == 2, result.stderr
-    assert "line 3: invalid event (not_json)" in result.stderr
+    assert ":3: invalid event (not_json): " in result.stderr  # FILE:LINE, as replay names a bad line
     sent = len([ev for ev in e2e.valid if ev["event_id"].startswith("cli-")])
     assert result.stdout.strip() == f"sent {sent} events to {e2e.names.events}; refused 1 invalid line"
     cli = [r for r in e2e.events if r.key == b"sess-cli"]

@@ -34,10 +34,20 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def lw(cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Result:
+def lw(
+    cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0, stdin: str | None = None
+) -> Result:
+    """Run ``loopwatch ARGS`` in ``cwd``; ``stdin``, when given, is its input (``loopwatch publish -``)."""
     started = time.monotonic()
     done = subprocess.run(
-        [LOOPWATCH, *args], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout, check=False
+        [LOOPWATCH, *args],
+        cwd=cwd,
+        env=clean_env(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     result = Result(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
     assert "Traceback" not in result.out + result.err, result.err

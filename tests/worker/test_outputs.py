@@ -187,7 +187,7 @@ def test_publish_validates_and_keys_by_scope_key(capsys: pytest.CaptureFixture[s
     records, refused = prepare(lines, raw=False)
     assert records == [(b"run-a", good), (b"sess-x", no_run)]
     assert refused == 1
-    assert "line 2: invalid event (not_json)" in capsys.readouterr().err
+    assert "<events>:2: invalid event (not_json)" in capsys.readouterr().err
 
 
 def test_publish_raw_sends_everything() -> None:

@@ -1,0 +1,245 @@
+"""What a QA pass from an empty directory found unclear, run through the real ``loopwatch`` executable.
+
+Each mistake is one line on stderr saying what is wrong and what to do, with README's exit status: a config file
+that is not JSON5 (and a NUL in it), a bad bootstrap list from LOOPWATCH_BOOTSTRAP, a log file under a regular
+file, an unknown option before the command, security flags where no Kafka is read, a publish line without its
+file, and a log level the flag and its variable took differently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.security import SECURITY_FLAGS
+from tests.support.cli import Result, lw, repeated_reads
+from tests.support.procs import free_port
+
+JSON5 = "the file must be JSON5 (json5.org)"
+NOT_A_LIST = "is not HOST:PORT[,HOST:PORT] (--bootstrap)"
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> Path:
+    directory = tmp_path / "empty"
+    directory.mkdir()
+    return directory
+
+
+def one_line(result: Result, code: int, line: str) -> None:
+    assert (result.code, result.out, result.err) == (code, "", line + "\n")
+
+
+# --- 1. a config file that is not JSON5 -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", [["config", "check", "c.json5"], ["replay", "--events", "-", "--config", "c.json5"]]
+)
+def test_a_config_file_that_does_not_parse_says_what_it_must_be(empty: Path, command: list[str]) -> None:
+    """It said only ``Unexpected end of input``: now also what the file must be and how to check it."""
+    (empty / "c.json5").write_text("{ tools: { loopDetection: { enabled: true } }", encoding="utf-8")
+    name = " ".join(command[:2]) if command[0] == "config" else command[0]
+    one_line(
+        lw(empty, *command, stdin=""),
+        2,
+        f"loopwatch {name}: cannot use the config file (c.json5:1:46): Unexpected end of input; {JSON5}: fix it "
+        "there, then check it with 'loopwatch config check c.json5'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "character"),
+    [
+        ("{\n  tools: {},\n  \x00\n}\n", "3:3", "control character U+0000"),  # json5 reported 3:4, a space
+        ("{ tools: {} }\x00\x00\x00", "1:14", "control character U+0000"),  # a file padded with NULs
+        ("{ tools: \x07{} }", "1:10", "control character U+0007"),
+        ("{ tools: \u200b{} }", "1:10", "invisible character U+200B"),
+    ],
+    ids=["nul-in-a-key", "trailing-nuls", "bell", "zero-width-space"],
+)
+def test_a_character_that_does_not_show_is_named_by_its_code_point(
+    empty: Path, text: str, where: str, character: str
+) -> None:
+    """It printed the raw character (``Unexpected ""``), at the column after it when it stood where a key goes."""
+    (empty / "c.json5").write_text(text, encoding="utf-8")
+    one_line(
+        lw(empty, "config", "check", "c.json5"),
+        2,
+        f"loopwatch config check: cannot use the config file (c.json5:{where}): Unexpected {character}; {JSON5}: "
+        "fix it there, then check it with 'loopwatch config check c.json5'",
+    )
+
+
+# --- 2. bootstrap lists, from the flag or LOOPWATCH_BOOTSTRAP ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["worker"], ["tail"], ["publish", "events.jsonl"]],
+    ids=lambda argv: argv[0],
+)
+def test_a_bad_bootstrap_variable_is_named(empty: Path, argv: list[str]) -> None:
+    """``LOOPWATCH_BOOTSTRAP=nohost`` was "bad bootstrap address (nohost)", which did not say where it came from."""
+    for value, problem in (("nohost", ""), ("127.0.0.1:9092,nohost", ", at 'nohost'")):
+        result = lw(empty, *argv, env={"LOOPWATCH_BOOTSTRAP": value})
+        line = f"LOOPWATCH_BOOTSTRAP={value!r} is not HOST:PORT[,HOST:PORT]{problem} (--bootstrap)"
+        one_line(result, 2, f"loopwatch {argv[0]}: {line}: see 'loopwatch {argv[0]} --help'")
+    assert list(empty.iterdir()) == []  # refused before the worker makes its data directory
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["worker"],
+        ["tail"],
+        ["publish", "events.jsonl"],
+        ["replay", "--topic", "t"],
+        ["simulate"],
+        ["whatif", "--topic", "t", "--candidate", "c.json5"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_bootstrap_flag_refuses_a_bad_list_by_one_rule(empty: Path, argv: list[str]) -> None:
+    """The flag is refused where it is typed, as its variable is: a flag beats a bad variable, never the reverse."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    one_line(
+        lw(empty, *argv, "--bootstrap", "nohost"),
+        2,
+        f"loopwatch {argv[0]}: 'nohost' {NOT_A_LIST}: see 'loopwatch {argv[0]} --help'",
+    )
+    if argv[0] in ("tail", "publish"):  # the flag wins: the bad variable is not read
+        result = lw(empty, *argv, "--bootstrap", f"127.0.0.1:{free_port()}", env={"LOOPWATCH_BOOTSTRAP": "nohost"})
+        assert result.code == 3 and "cannot connect to Kafka" in result.err, result.err
+
+
+# --- 3. a log file under a regular file -------------------------------------------------------------------------
+
+
+def test_a_log_file_under_a_regular_file_names_that_file(empty: Path) -> None:
+    """It said "File exists", of no file named."""
+    (empty / "f").write_text("", encoding="utf-8")
+    for log in ("f/x.log", "f/a/b/x.log"):
+        one_line(
+            lw(empty, "broker", "--port", "0", "--log-file", log),
+            2,
+            f"loopwatch broker: cannot write the log file ({log}): f is not a directory",
+        )
+
+
+# --- 4. an unknown option before the command ---------------------------------------------------------------------
+
+
+def test_an_unknown_option_is_named_before_a_missing_command(empty: Path) -> None:
+    """``loopwatch --bogus`` said a command was required; an unknown option after a command pointed to
+    ``loopwatch --help`` instead of the command's."""
+    one_line(lw(empty, "--bogus"), 2, "loopwatch: unrecognized option --bogus: see 'loopwatch --help'")
+    one_line(lw(empty, "--bogus=1", "tail"), 2, "loopwatch: unrecognized option --bogus: see 'loopwatch --help'")
+    one_line(
+        lw(empty, "worker", "--bogus"),
+        2,
+        "loopwatch worker: unrecognized option --bogus: see 'loopwatch worker --help'",
+    )
+    one_line(
+        lw(empty, "config", "check", "c.json5", "--bogus"),
+        2,
+        "loopwatch config check: unrecognized option --bogus: see 'loopwatch config check --help'",
+    )
+    one_line(
+        lw(empty, "replay", "--events", "e.jsonl", "extra"),
+        2,
+        "loopwatch replay: unexpected argument 'extra': see 'loopwatch replay --help'",
+    )
+    one_line(lw(empty), 2, "loopwatch: the following arguments are required: COMMAND: see 'loopwatch --help'")
+
+
+# --- 5. Kafka security flags where no Kafka is read ----------------------------------------------------------------
+
+_SECURITY_ARGV = {
+    "--kafka-config": ["client.properties"],
+    "--security-protocol": ["SSL"],
+    "--sasl-mechanism": ["PLAIN"],
+    "--sasl-username": ["u"],
+    "--ssl-cafile": ["ca.pem"],
+    "--ssl-certfile": ["cert.pem"],
+    "--ssl-keyfile": ["key.pem"],
+    "--no-ssl-check-hostname": [],
+}
+
+
+@pytest.mark.parametrize("flag", [flag for flag, _ in SECURITY_FLAGS])
+def test_replay_events_refuses_every_kafka_security_flag(empty: Path, flag: str) -> None:
+    """``replay --events`` reads a file and never Kafka: the security flags were silently ignored."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    one_line(
+        lw(empty, "replay", "--events", "events.jsonl", flag, *_SECURITY_ARGV[flag]),
+        2,
+        f"loopwatch replay: flags that need --topic given with --events ({flag}): see 'loopwatch replay --help'",
+    )
+
+
+# --- 6. publish names the file of a bad line -----------------------------------------------------------------------
+
+
+def test_publish_names_a_bad_line_by_file_and_line_as_replay_does(empty: Path) -> None:
+    """It said ``line 4:`` only; now ``FILE:LINE:`` as replay and whatif name a bad line (``<stdin>`` for -)."""
+    text = "\n".join([*(json.dumps(e) for e in repeated_reads("pub", 3)), '{"x": 1}']) + "\n"
+    (empty / "events.jsonl").write_text(text, encoding="utf-8")
+    bootstrap = f"127.0.0.1:{free_port()}"
+    for argv, name in ((["events.jsonl"], "events.jsonl"), (["-"], "<stdin>")):
+        result = lw(empty, "publish", *argv, "--bootstrap", bootstrap, stdin=text)
+        assert (result.code, result.out) == (3, "")  # the lines are checked before Kafka is
+        assert result.err.splitlines() == [
+            f"{name}:4: invalid event (unknown_type): missing 'type'; not sent",
+            f"loopwatch publish: cannot connect to Kafka ({bootstrap}): nothing listens there; start a broker "
+            "(loopwatch broker) or point --bootstrap / LOOPWATCH_BOOTSTRAP at one",
+        ]
+    replayed = lw(empty, "replay", "--events", "-", stdin=text)
+    assert replayed.code == 2 and replayed.err.startswith("<stdin>:4: invalid event (unknown_type): missing 'type'\n")
+
+
+# --- 7. the log level: one rule for the flag and its variable --------------------------------------------------------
+
+LEVELS = "debug, info, warn, error, crit (or warning, critical, fatal)"
+
+
+def test_the_log_level_flag_and_variable_take_the_same_values(empty: Path) -> None:
+    """The variable took ``warning`` that the flag's listed choices did not show, and the two refused with
+    different texts; both now go through one check, listing every value taken."""
+    one_line(
+        lw(empty, "worker", "--log-level", "verbose"),
+        2,
+        f"loopwatch worker: 'verbose' is not one of {LEVELS} (--log-level): see 'loopwatch worker --help'",
+    )
+    one_line(
+        lw(empty, "worker", env={"LOOPWATCH_LOG_LEVEL": "verbose"}),
+        2,
+        f"loopwatch worker: LOOPWATCH_LOG_LEVEL='verbose' is not one of {LEVELS} (--log-level): see 'loopwatch "
+        "worker --help'",
+    )
+    group = "loopwatch worker: must not be empty (--group): it is the consumer group and the Faust app id, and names "
+    for level in ("warning", "WARN", "critical"):  # taken: the next setting checked is the one refused
+        for result in (
+            lw(empty, "worker", "--group", "", "--log-level", level),
+            lw(empty, "worker", "--group", "", env={"LOOPWATCH_LOG_LEVEL": level}),
+        ):
+            assert result.code == 2 and result.err.startswith(group), (level, result.err)
+    assert list(empty.iterdir()) == []
+    help_text = " ".join(lw(empty, "worker", "--help").out.split())
+    assert "(env LOOPWATCH_LOG_LEVEL; default info; warning, critical, fatal also accepted)" in help_text
+
+
+# --- 8. every command's --help -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["", "replay", "config", "config check", "broker", "worker", "publish", "tail", "whatif", "simulate"],
+)
+def test_every_command_help_works(empty: Path, command: str) -> None:
+    result = lw(empty, *command.split(), "--help")
+    assert (result.code, result.err) == (0, "")
+    assert result.out.startswith(f"usage: loopwatch {command} ".replace("  ", " ")), result.out[:200]
+    assert list(empty.iterdir()) == []
