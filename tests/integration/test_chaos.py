@@ -13,7 +13,8 @@ being SIGKILLed, the broker SIGSTOPped for 5-10 s and continued. Afterwards:
 - no worker logged a skipped delivery (:mod:`streams.worker.offsets`) or a gap; a worker that exits by
   itself is restarted (as an orchestrator would) and reported.
 
-``LOOPWATCH_CHAOS_SEEDS`` (default 8) sets how many seeds run, ``LOOPWATCH_CHAOS_FIRST_SEED`` the first, and
+``LOOPWATCH_CHAOS_SEEDS`` (default 4: one batch of parallel seeds, covering bulk, stream and no standby; more
+for a longer run) sets how many seeds run, ``LOOPWATCH_CHAOS_FIRST_SEED`` the first, and
 ``LOOPWATCH_CHAOS_ROUNDS`` (default 1) how many rounds of disturbances each seed's (longer) stream gets,
 ``LOOPWATCH_CHAOS_PARALLEL`` (default 4) how many seeds run at once. Every third seed runs the workers with
 ``--delivery stream``, the others with the default bulk delivery; ``LOOPWATCH_CHAOS_DELIVERY`` (bulk or stream)
@@ -65,7 +66,7 @@ from tests.support.worker import (
 
 pytestmark = pytest.mark.integration
 
-SEEDS = int(os.environ.get("LOOPWATCH_CHAOS_SEEDS", "8"))
+SEEDS = int(os.environ.get("LOOPWATCH_CHAOS_SEEDS", "4"))
 FIRST_SEED = int(os.environ.get("LOOPWATCH_CHAOS_FIRST_SEED", "1"))
 ROUNDS = int(os.environ.get("LOOPWATCH_CHAOS_ROUNDS", "1"))  # disturbance rounds per seed (the stream grows too)
 PARALLEL = int(os.environ.get("LOOPWATCH_CHAOS_PARALLEL", "4"))  # seeds at once, each with its own broker
