@@ -12,6 +12,7 @@ import argparse
 import math
 
 from streams.errors import CommandError
+from streams.kafka.security import SECURITY_FLAGS
 from streams.topics import topic_name_problem
 from streams.worker import options
 from streams.worker.options import flag_value, integer, number
@@ -85,3 +86,16 @@ def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
         return str(options.setting(option, args, environ()))
     except options.VariableError as exc:
         raise CommandError(exc.what, option.flag, f"see 'loopwatch {command} --help'") from None
+
+
+def refuse_topic_only(args: argparse.Namespace, flags: tuple[tuple[str, str], ...], command: str) -> None:
+    """Refuse ``flags`` ((option, attribute) pairs, None or False unless given) and the Kafka security flags
+    where a command reads ``--events`` from a file: they mean something only with ``--topic``, and a flag that is
+    silently ignored lets an operator believe it was applied."""
+    given = [flag for flag, name in flags if getattr(args, name, None) not in (None, False)]
+    # Each security flag is None unless given (--no-ssl-check-hostname stores False).
+    given += [flag for flag, name in SECURITY_FLAGS if getattr(args, name, None) is not None]
+    if given:
+        raise CommandError(
+            "flags that need --topic given with --events", ", ".join(given), f"see 'loopwatch {command} --help'"
+        )

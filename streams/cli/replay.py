@@ -25,19 +25,13 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import input_name, lines
-from streams.cli._args import bootstrap, topic_name
+from streams.cli._args import bootstrap, refuse_topic_only, topic_name
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
 from streams.errors import CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
-from streams.kafka.security import (
-    SECURITY_FLAGS,
-    KafkaSecurity,
-    KafkaSecurityError,
-    add_security_arguments,
-    security_from_args,
-)
+from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.topics import VERDICTS_TOPIC, changelog_topic
 from streams.worker.settings import DEFAULT_GROUP, env_default
@@ -116,14 +110,6 @@ _TOPIC_ONLY: tuple[tuple[str, str], ...] = (
 )
 
 
-def _refuse_topic_only(args: argparse.Namespace) -> None:
-    given = [flag for flag, name in _TOPIC_ONLY if getattr(args, name, None) not in (None, False)]
-    # The Kafka security flags too; each is None unless given (--no-ssl-check-hostname stores False).
-    given += [flag for flag, name in SECURITY_FLAGS if getattr(args, name, None) is not None]
-    if given:
-        raise CommandError("flags that need --topic given with --events", ", ".join(given), _HELP)
-
-
 def _verdicts_topic(args: argparse.Namespace) -> str:
     return str(args.verdicts_topic or VERDICTS_TOPIC)
 
@@ -145,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
-    _refuse_topic_only(args)
+    refuse_topic_only(args, _TOPIC_ONLY, "replay")
     try:
         stream = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:

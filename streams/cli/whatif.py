@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import orjson
 
 from streams.audit.source import input_name, lines, read_events, read_records
-from streams.cli._args import bootstrap, non_negative_int, positive_int, topic_name
+from streams.cli._args import bootstrap, non_negative_int, positive_int, refuse_topic_only, topic_name
 from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         return _error(
             "nothing to compare", hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME"
         )
+    if args.events is not None:
+        refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     if args.topic is not None and not args.bootstrap:
         return _error("--topic needs --bootstrap HOST:PORT", hint="it reads the topic from Kafka")
     try:

@@ -180,6 +180,18 @@ def test_replay_events_refuses_every_kafka_security_flag(empty: Path, flag: str)
     )
 
 
+def test_whatif_events_refuses_the_kafka_flags_by_the_same_rule(empty: Path) -> None:
+    """``whatif --events`` took --bootstrap and the security flags and ignored them, as replay did."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    argv = ["--events", "events.jsonl", "--sweep", "warningThreshold=5..6", "--bootstrap", "127.0.0.1:9092"]
+    one_line(
+        lw(empty, "whatif", *argv, "--security-protocol", "SSL"),
+        2,
+        "loopwatch whatif: flags that need --topic given with --events (--bootstrap, --security-protocol): "
+        "see 'loopwatch whatif --help'",
+    )
+
+
 # --- 6. publish names the file of a bad line -----------------------------------------------------------------------
 
 
