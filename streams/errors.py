@@ -9,6 +9,7 @@ it, so the format lives here only.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Final
 
 EXIT_OK: Final = 0
@@ -77,6 +78,17 @@ def fail(command: str, what: str, where: str | None = None, hint: str | None = N
 def warn(command: str, message: str) -> None:
     """A warning that does not stop the command, in the same shape: ``loopwatch <command>: warning: …``."""
     print(f"loopwatch {command}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def mkdir_reason(exc: OSError, directory: Path) -> str:
+    """Why ``directory`` could not be made: the file in its way named (``mkdir`` says only "File exists" or
+    "Not a directory", without saying which), else the system's words."""
+    for path in (directory, *directory.parents):
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                return f"{path} is not a directory"
+            break
+    return exc.strerror or str(exc)
 
 
 def exit_code_table() -> str:

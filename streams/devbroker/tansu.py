@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Self
 
 from streams.devbroker.tls_front import InputFileError
+from streams.errors import mkdir_reason
 from streams.kafka.admin import EMBEDDED_CLUSTER_ID, kafka_ready
 
 if TYPE_CHECKING:
@@ -62,15 +63,6 @@ class BrokerFileError(InputFileError, BrokerError):
     :class:`EmbeddedBroker` argument at fault (``"log_path"``, ``"tls_cert"``, ``"tls_key"`` or
     ``"tls_client_ca"``).
     """
-
-
-def _not_a_directory(directory: Path) -> str | None:
-    """``"<path> is not a directory"`` when ``directory`` or a parent exists as something else: ``mkdir`` says
-    only "File exists" (or "Not a directory") and does not name the file in the way."""
-    for path in (directory, *directory.parents):
-        if path.exists() or path.is_symlink():
-            return None if path.is_dir() else f"{path} is not a directory"
-    return None
 
 
 _RESOLVE_LOCK = threading.Lock()
@@ -290,7 +282,7 @@ class EmbeddedBroker:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             return open(self.log_path, "ab")  # the caller closes it
         except OSError as exc:
-            reason = _not_a_directory(self.log_path.parent) or exc.strerror or str(exc)
+            reason = mkdir_reason(exc, self.log_path.parent)
             raise BrokerFileError("log_path", str(self.log_path), "cannot write the log file", reason) from None
 
     def start(self) -> Self:

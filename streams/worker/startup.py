@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
-from streams.errors import EXIT_UNAVAILABLE, CommandError, warn
+from streams.errors import EXIT_UNAVAILABLE, CommandError, mkdir_reason, warn
 from streams.worker.local_state import StaleStore
 from streams.worker.settings import WorkerSettings
 
@@ -85,7 +85,9 @@ def prepare_data_dir(settings: WorkerSettings) -> tuple[Path, DataDirLock | None
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CommandError(
-            "cannot create the data directory", str(directory), f"{exc.strerror}; choose another --data-dir"
+            "cannot create the data directory",
+            str(directory),
+            f"{mkdir_reason(exc, directory)}; choose another --data-dir",
         ) from None
     if settings.store != "rocksdb":
         return directory, None

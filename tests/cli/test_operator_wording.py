@@ -129,6 +129,17 @@ def test_a_log_file_under_a_regular_file_names_that_file(empty: Path) -> None:
         )
 
 
+def test_a_data_directory_under_a_regular_file_names_that_file(empty: Path) -> None:
+    """The worker said "Not a directory" of the whole path; the file in the way is named, by the broker's rule."""
+    (empty / "f").write_text("", encoding="utf-8")
+    one_line(
+        lw(empty, "worker", "--data-dir", "f/d", "--bootstrap", f"127.0.0.1:{free_port()}", "--kafka-wait", "0"),
+        2,
+        f"loopwatch worker: cannot create the data directory ({empty}/f/d): {empty}/f is not a directory; "
+        "choose another --data-dir",
+    )
+
+
 # --- 4. an unknown option before the command ---------------------------------------------------------------------
 
 
