@@ -158,7 +158,8 @@ class ToldByTheWorker(logging.Filter):
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None and type(exc).__name__ == "ConsistencyError":
             return False
-        return not (record.levelno == logging.WARNING and record.getMessage().startswith(STALE_SEEK))
+        # mode's service loggers put the service's label before the message: "[^--ShortWaitConsumer]: ..."
+        return not (record.levelno == logging.WARNING and STALE_SEEK in record.getMessage())
 
 
 _REPEATS_REMEMBERED = 1000  # distinct library messages remembered before the limiter starts over

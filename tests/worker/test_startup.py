@@ -82,20 +82,34 @@ def test_the_logging_config_limits_every_library_logger_and_its_children() -> No
 
 
 def test_the_stale_seek_warning_of_a_rebalance_is_held_back_and_other_seek_failures_are_not() -> None:
-    """Faust words the warning with the aiokafka error's own text; only the revoked-partition one is expected."""
+    """Logged as Faust logs it: a mode service's logger (which puts the service's label first) with the aiokafka
+    error's own text; only the revoked-partition one is expected, and only it is held back."""
     from aiokafka.errors import IllegalStateError, KafkaError
+    from mode import Service
 
     from streams.worker.startup import ToldByTheWorker
 
-    def warning(ex: Exception) -> logging.LogRecord:  # as faust.transport.consumer.Consumer.getmany logs it
-        message = f"exception performing seek when flow not active {ex}"
-        return logging.LogRecord("faust.transport.consumer", logging.WARNING, __file__, 1, message, None, None)
+    class ShortWaitConsumer(Service):
+        pass
 
-    told = ToldByTheWorker()
-    revoked = IllegalStateError("No current assignment for partition TopicPartition(topic='e', partition=0)")
-    assert not told.filter(warning(revoked))
-    assert told.filter(warning(KafkaError("connection lost")))
-    assert told.filter(logging.LogRecord("faust", logging.WARNING, __file__, 1, "anything else", None, None))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ToldByTheWorker())
+    consumer = ShortWaitConsumer()
+    logger = consumer.log.logger
+    logger.addHandler(handler)
+    try:
+        revoked = IllegalStateError("No current assignment for partition TopicPartition(topic='e', partition=0)")
+        for ex in (revoked, KafkaError("connection lost")):  # as faust.transport.consumer.Consumer.getmany logs it
+            consumer.log.warning(f"exception performing seek when flow not active {ex}")
+        consumer.log.warning("anything else")
+    finally:
+        logger.removeHandler(handler)
+    shown = stream.getvalue().splitlines()
+    assert [line.split(": ", 1)[1] for line in shown] == [
+        "exception performing seek when flow not active KafkaError: connection lost",
+        "anything else",
+    ], shown
 
 
 def test_stale_stores_are_the_databases_not_below_their_changelog_end(tmp_path: Path) -> None:
