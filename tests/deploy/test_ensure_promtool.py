@@ -23,7 +23,7 @@ def _fake_bin(tmp_path: Path, *, with_promtool: bool) -> Path:
     (bin_dir / "apt-get").write_text(
         "#!" + BASH + "\n"
         f'echo "$*" >> {log}\n'
-        f'if [[ "$1" == install ]]; then printf "#!{BASH}\\necho fake\\n" > {bin_dir}/promtool; '
+        f'if [[ " $* " == *" install "* ]]; then printf "#!{BASH}\\necho fake\\n" > {bin_dir}/promtool; '
         f"{shutil.which('chmod')} +x {bin_dir}/promtool; fi\n",
         encoding="utf-8",
     )
@@ -31,6 +31,9 @@ def _fake_bin(tmp_path: Path, *, with_promtool: bool) -> Path:
     id_binary = shutil.which("id")
     assert id_binary
     (bin_dir / "id").symlink_to(id_binary)
+    flock = shutil.which("flock")
+    if flock:
+        (bin_dir / "flock").symlink_to(flock)
     if with_promtool:
         (bin_dir / "promtool").write_text(f"#!{BASH}\necho fake\n", encoding="utf-8")
         (bin_dir / "promtool").chmod(0o755)
@@ -59,11 +62,14 @@ def test_promtool_on_path_is_used_without_installing(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="the script installs with apt-get directly only as root")
 def test_missing_promtool_is_installed_from_debian(tmp_path: Path) -> None:
     bin_dir = _fake_bin(tmp_path, with_promtool=False)
-    proc = _run(bin_dir)
+    proc = _run(bin_dir, TMPDIR=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{bin_dir / 'promtool'}\n"
     calls = (tmp_path / "apt.log").read_text(encoding="utf-8").splitlines()
-    assert calls == ["update", "install -y --no-install-recommends prometheus"]
+    wait = "-o DPkg::Lock::Timeout=600"  # another apt run (the suite's other process) is waited for, not failed on
+    assert calls == [f"{wait} update", f"{wait} install -y --no-install-recommends prometheus"]
+    if shutil.which("flock"):  # and our own installers take turns
+        assert (tmp_path / "loopwatch-apt.lock").exists()
 
 
 def test_promtool_override(tmp_path: Path) -> None:

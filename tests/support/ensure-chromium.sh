@@ -5,13 +5,8 @@ set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
     exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
-    SUDO=sudo
-else
-    SUDO=
-fi
-export DEBIAN_FRONTEND=noninteractive
-# Wait for a concurrent apt/dpkg run instead of failing on its lock.
-$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
-$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium chromium-driver
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../../deploy/scripts/lib/debian-install.sh
+source "${here}/../../deploy/scripts/lib/debian-install.sh"
+debian_install ensure-chromium chromium chromium-driver
 test -x /usr/bin/chromium

@@ -22,6 +22,14 @@ debian_install() {
     # The packages' postinst may try to start their services; in containers without an init system
     # that is a no-op or a harmless failure handled by policy-rc.d / invoke-rc.d.
     export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update >&2
-    "${sudo[@]}" apt-get install -y --no-install-recommends "$@" >&2
+    # One apt run at a time: the test suite's two processes may each need a package at once. The lock file
+    # serialises our own callers; apt's own lock timeout covers anything else running apt.
+    (
+        if command -v flock >/dev/null 2>&1; then
+            exec 9>"${TMPDIR:-/tmp}/loopwatch-apt.lock"
+            flock -w 900 9
+        fi
+        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update >&2
+        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "$@" >&2
+    )
 }
