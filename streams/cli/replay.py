@@ -304,10 +304,12 @@ def _compare(
     recorded, notes = compare.verdict_values(verdict_read, verdicts)
     for note in notes:
         print(note, file=sys.stderr)
-    in_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]
+    whole_range = [v for v in recorded if compare.in_range(v, args.topic, read.ranges)]
+    in_range = whole_range
     if stateful is not None:  # events a newer stored state already covers were not replayed
         in_range = [v for v in in_range if stateful.replayed_in_range(v)]
     comparison = compare.compare_verdicts(replayed, in_range)
+    hint = config_hash_hint(whole_range, config.config_hash, with_state=stateful is not None)
     if args.json:
         doc: dict[str, Any] = {"ranges": {str(p): list(r) for p, r in read.ranges.items()}, "bad_records": bad_records}
         if stateful is not None:
@@ -318,16 +320,17 @@ def _compare(
         for diff in comparison.differences:
             sys.stdout.write(diff.describe() + "\n")
     sys.stdout.flush()
-    if not comparison.equal:
-        hint = config_hash_hint(in_range, config.config_hash)
-        if hint:
-            print(hint, file=sys.stderr)
-        return 1
-    return 0
+    if hint:
+        print(hint, file=sys.stderr)
+    # With --with-state a config other than the worker's makes its stored states look newer than the events
+    # (their replay from empty differs), so their runs' events are skipped and their verdicts compared with nothing:
+    # "equal" would then hide exactly the differences asked about.
+    return 1 if not comparison.equal or (hint and stateful is not None) else 0
 
 
-def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str) -> str | None:
-    """When verdicts differ and the recorded ones were decided with another config, say so (and what to pass)."""
+def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str, *, with_state: bool = False) -> str | None:
+    """When recorded verdicts in the range were decided with another config, say so (and what to pass): always,
+    since equal verdicts under another config are a finding too, and with ``--with-state`` a failed comparison."""
     others: dict[str, int] = {}
     for verdict in recorded:
         recorded_hash = verdict.get("config_hash")
@@ -340,4 +343,10 @@ def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str) -> str | 
         f"loopwatch replay: note: {sum(others.values())} of {len(recorded)} recorded verdicts were decided with "
         f"another config (config_hash {listed}) than this replay ({replay_hash[:12]}): pass the worker's config "
         "file with --config"
+        + (
+            "; --with-state cannot use the worker's stored states under another config (their runs look compacted "
+            "and are left out), so the comparison fails"
+            if with_state
+            else ""
+        )
     )

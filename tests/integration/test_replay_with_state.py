@@ -142,6 +142,21 @@ def test_mid_run_range_with_state_equals_the_worker(fed: Fed) -> None:
     assert _cli(*base, "--with-state", "--state-topic", f"{names.prefix}.nope").returncode == 2
 
 
+def test_with_state_under_another_config_than_the_workers_fails_and_says_why(fed: Fed, tmp_path: Path) -> None:
+    """Another config rebuilds other states, so the worker's stored ones looked newer than the events: their
+    runs were left out of the comparison, which then read "equal" with exit 0 (found by a QA pass)."""
+    other = tmp_path / "other.json5"
+    other.write_text(json.dumps({"tools": {"loopDetection": {"enabled": True, "warningThreshold": 4}}}))
+    base = ["--topic", fed.names.events, "--bootstrap", fed.bootstrap, "--config", str(other)]
+    compare = ["--compare-verdicts", "--verdicts-topic", fed.names.verdicts]
+    stateful = ["--with-state", "--group", fed.names.group]
+    for start in ("0", "21"):
+        result = _cli(*base, "--from", start, *compare, *stateful)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "recorded verdicts were decided with another config" in result.stderr, result.stderr
+        assert "--with-state cannot use the worker's stored states under another config" in result.stderr
+
+
 def _explained(doc: dict[str, Any]) -> dict[str, tuple[str, str, int, int]]:
     """verdict id -> (decision, detector, count, offset) of every published decision of a ``--run --json``."""
     return {
