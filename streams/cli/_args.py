@@ -79,7 +79,8 @@ def bootstrap(text: str) -> str:
 
 def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
     """``--bootstrap``, else ``LOOPWATCH_BOOTSTRAP``, else the default, for a command that shares the worker's
-    flag and variable (tail, publish): a bad variable is named as the worker names it, not taken for a flag."""
+    flag and variable (tail, publish, and replay and whatif with --topic): a bad variable is named as the worker
+    names it, not taken for a flag."""
     option = options.option_of("bootstrap")
     assert option is not None
     try:

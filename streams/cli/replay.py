@@ -25,7 +25,7 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import input_name, lines
-from streams.cli._args import bootstrap, refuse_topic_only, topic_name
+from streams.cli._args import bootstrap, bootstrap_setting, refuse_topic_only, topic_name
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
 from streams.errors import CommandError
@@ -34,7 +34,7 @@ from streams.kafka.reader import KafkaSource, RecordSource
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.topics import VERDICTS_TOPIC, changelog_topic
-from streams.worker.settings import DEFAULT_GROUP, env_default
+from streams.worker.settings import DEFAULT_BOOTSTRAP, DEFAULT_GROUP, env_default
 
 
 def register(sub: Any) -> None:
@@ -51,7 +51,11 @@ def register(sub: Any) -> None:
     given.add_argument(
         "--topic", type=topic_name, help="replay this Kafka topic (with --bootstrap), per partition in offset order"
     )
-    p.add_argument("--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument(
+        "--bootstrap",
+        type=bootstrap,
+        help=f"Kafka bootstrap servers HOST:PORT, with --topic (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
+    )
     p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
     p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
     p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
@@ -215,8 +219,7 @@ def _explain_with_state(
 
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
-    if not args.bootstrap:
-        raise CommandError("--topic needs --bootstrap HOST:PORT", hint=_HELP)
+    args.bootstrap = bootstrap_setting(args, "replay")
     try:
         start = reader.parse_bound(args.start) if args.start is not None else None
         end = reader.parse_bound(args.end) if args.end is not None else None

@@ -17,7 +17,14 @@ from typing import Any, NoReturn
 import orjson
 
 from streams.audit.source import input_name, lines, read_events, read_records
-from streams.cli._args import bootstrap, non_negative_int, positive_int, refuse_topic_only, topic_name
+from streams.cli._args import (
+    bootstrap,
+    bootstrap_setting,
+    non_negative_int,
+    positive_int,
+    refuse_topic_only,
+    topic_name,
+)
 from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
@@ -33,6 +40,7 @@ from streams.whatif import (
     to_json,
 )
 from streams.whatif.sweep import SWEEP_KEYS
+from streams.worker.settings import DEFAULT_BOOTSTRAP
 
 
 def register(sub: Any) -> None:
@@ -55,7 +63,11 @@ def register(sub: Any) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
     source.add_argument("--topic", type=topic_name, help="read this topic from its beginning to its end offsets")
-    p.add_argument("--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT (with --topic)")
+    p.add_argument(
+        "--bootstrap",
+        type=bootstrap,
+        help=f"Kafka bootstrap servers HOST:PORT, with --topic (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
+    )
     p.add_argument(
         "--sweep",
         metavar="KEY=a..b[:step]",
@@ -90,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
-    if args.topic is not None and not args.bootstrap:
-        return _error("--topic needs --bootstrap HOST:PORT", hint="it reads the topic from Kafka")
+    if args.topic is not None:
+        args.bootstrap = bootstrap_setting(args, "whatif")
     try:
         sweep = parse_sweep(args.sweep) if args.sweep is not None else None
     except SweepError as exc:

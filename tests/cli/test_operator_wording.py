@@ -203,6 +203,18 @@ def test_whatif_events_refuses_the_kafka_flags_by_the_same_rule(empty: Path) -> 
     )
 
 
+def test_replay_and_whatif_read_a_topic_from_the_bootstrap_variable(empty: Path) -> None:
+    """They demanded --bootstrap with --topic, though their connection errors point at LOOPWATCH_BOOTSTRAP; now
+    they take it, as tail and publish do, and fall back to the default like every other Kafka command."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    env = {"LOOPWATCH_BOOTSTRAP": bootstrap}
+    unreachable = f"cannot connect to Kafka ({bootstrap}): nothing listens there"
+    for command, extra in (("replay", []), ("whatif", ["--sweep", "warningThreshold=5..6"])):
+        result = lw(empty, command, "--topic", "loopwatch.events", *extra, env=env)
+        assert result.code == 3 and result.out == "", result.err
+        assert result.err.splitlines()[-1].startswith(f"loopwatch {command}: {unreachable}"), result.err
+
+
 # --- 6. publish names the file of a bad line -----------------------------------------------------------------------
 
 

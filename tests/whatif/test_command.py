@@ -60,12 +60,6 @@ def test_nothing_to_compare_is_an_error(tmp_path: Path, capsys: pytest.CaptureFi
     assert "give --candidate FILE and/or --sweep" in err
 
 
-def test_topic_without_bootstrap_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(capsys, "--topic", "loopwatch.events", "--sweep", "warningThreshold=5..6")
-    assert code == 2
-    assert "loopwatch whatif: --topic needs --bootstrap HOST:PORT: it reads the topic from Kafka" in err
-
-
 @pytest.mark.parametrize("sweep", ["warningThreshold=x", "enabled=1..2"])
 def test_bad_sweep_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: str) -> None:
     _, events = scenario_files(STICKY, tmp_path)
