@@ -186,6 +186,7 @@ def index_changelog(
     """
     out = ChangelogIndex()
     keys = {key for _, key in wanted}
+    decoded, undecodable = 0, []
     for partition in sorted(records_by_partition):
         records = sorted(records_by_partition[partition], key=lambda r: r.offset)
         if any(p == partition for p, _ in wanted):
@@ -212,14 +213,17 @@ def index_changelog(
                 try:
                     stored = envelope.decode(rec.value)
                 except envelope.EnvelopeError as exc:
-                    out.ignored.append(f"{topic}[{partition}]@{rec.offset}: {exc}, ignored")
+                    undecodable.append(f"{topic}[{partition}]@{rec.offset}: {exc}")
+                    out.ignored.append(f"{undecodable[-1]}, ignored")
                     continue
-                if stored.partition != partition:
-                    out.ignored.append(
-                        f"{topic}[{partition}]@{rec.offset}: state of source partition {stored.partition}, ignored"
-                    )
-                    continue
+            decoded += 1  # a stored run or a tombstone: what a changelog holds
+            if stored is not None and stored.partition != partition:
+                out.ignored.append(
+                    f"{topic}[{partition}]@{rec.offset}: state of source partition {stored.partition}, ignored"
+                )
+                continue
             out.runs.setdefault((partition, key), []).append(ChangelogRecord(rec.offset, stored))
+    reader.check_kind(topic, "stored runs", decoded, undecodable)
     return out
 
 

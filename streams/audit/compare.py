@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import orjson
 
+from streams.kafka import reader
 from streams.kafka.reader import TopicRead
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
@@ -173,6 +174,7 @@ def verdict_values(read: TopicRead, topic: str) -> tuple[list[dict[str, Any]], l
                 notes.append(f"{topic}[{partition}]@{rec.offset}: not a verdict record, ignored")
                 continue
             out.append(value)
+    reader.check_kind(topic, "verdicts", len(out), notes)
     return out, notes
 
 

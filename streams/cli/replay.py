@@ -245,6 +245,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     except Exception as exc:
         raise reader.read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
     events, bad = source.decode_records(read.records)
+    reader.check_kind(args.topic, "events", sum(map(len, events.values())), [b.describe(args.topic) for b in bad])
     if args.run is not None and bad:
         # An explanation is about one run: one line for the bad records, not one per record of every partition.
         print(

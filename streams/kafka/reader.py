@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity
@@ -244,6 +244,33 @@ class KafkaSource:
         return await read_partitions(self.bootstrap, topic, start, end, timeout=self.timeout, security=self.security)
 
 
+#: Where the records of each kind an audit reads are, for the line that says another topic was named.
+_WHERE_KIND: Final = {
+    "events": "events are in the worker's --events-topic (default loopwatch.events)",
+    "verdicts": "verdicts are in the worker's --verdicts-topic (default loopwatch.verdicts)",
+    "stored runs": "stored runs are in the worker's <group>-runs-changelog (--group, or --state-topic)",
+}
+
+
+class WrongTopic(CommandError):
+    """Not one record of a topic read is of the kind expected (``kind``: a key of :data:`_WHERE_KIND`): another
+    topic was named. One line then says so (exit status 2), where a note per record would bury it."""
+
+    def __init__(self, topic: str, kind: str, records: int, first: str) -> None:
+        super().__init__(
+            f"topic {topic} holds no {kind}: none of the {records} records read is one (the first: {first})",
+            hint=_WHERE_KIND[kind],
+        )
+        self.topic = topic
+        self.kind = kind
+
+
+def check_kind(topic: str, kind: str, good: int, bad: Sequence[str]) -> None:
+    """Raise :class:`WrongTopic` when records were read and none of them was good; ``bad`` describes the others."""
+    if bad and not good:
+        raise WrongTopic(topic, kind, len(bad), bad[0])
+
+
 def read_failure(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity | None) -> CommandError:
     """A failed topic read as the audits' one error line (a ``CommandError``): a topic or partition that does not
     exist (:meth:`RecordSource.read`'s ``RuntimeError``) is a usage error, exit status 2; any other reader problem
@@ -251,6 +278,8 @@ def read_failure(exc: BaseException, action: str, bootstrap: str, security: Kafk
     from streams.kafka.client import kafka_failure
 
     security = security if security is not None else KafkaSecurity()
+    if isinstance(exc, WrongTopic):  # raised while reading: a usage error, told as it is
+        return exc
     if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
         text = security.redact(str(exc))
         wrong_name = "no such topic" in text or "has no partition" in text
@@ -276,6 +305,8 @@ __all__ = [
     "TimeBound",
     "TopicRead",
     "TopicRecord",
+    "WrongTopic",
+    "check_kind",
     "check_order",
     "merged",
     "parse_bound",

@@ -72,7 +72,7 @@ def decode(raw: bytes) -> StoredRun:
         if len(rest) > 1:
             raise ValueError("too many fields")
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise EnvelopeError(f"not a stored run: {exc}") from None
+        raise EnvelopeError(f"not a stored run ({str(exc).rstrip('.')})") from None
     if version != FORMAT:
         raise EnvelopeError(f"unsupported stored-run format {version!r}")
     if not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
@@ -97,7 +97,7 @@ def peek(raw: bytes) -> Header:
             raise EnvelopeError("not a stored run")
         version, partition, last_offset, last_seen_ms = (unpacker.unpack() for _ in range(4))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise EnvelopeError(f"not a stored run: {exc}") from None
+        raise EnvelopeError(f"not a stored run ({str(exc).rstrip('.')})") from None
     if version != FORMAT or not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
         raise EnvelopeError("unsupported stored-run header")
     return Header(partition, last_offset, last_seen_ms)

@@ -157,6 +157,31 @@ def test_with_state_under_another_config_than_the_workers_fails_and_says_why(fed
         assert "--with-state cannot use the worker's stored states under another config" in result.stderr
 
 
+def test_a_topic_of_another_kind_is_one_line_naming_it(fed: Fed) -> None:
+    """The verdicts topic replayed as events, the events topic compared as verdicts or read as stored runs: a
+    note for every record (a thousand lines), then exit 0 or a made-up difference; now one line, exit 2."""
+    names = fed.names
+    events, verdicts = names.events, names.verdicts
+    bootstrap = ["--bootstrap", fed.bootstrap, "--config", str(fed.config)]
+    cases = {
+        "events": ["--topic", verdicts],
+        "verdicts": ["--topic", events, "--compare-verdicts", "--verdicts-topic", events],
+        "stored runs": ["--topic", events, "--with-state", "--state-topic", events],
+    }
+    where = {
+        "events": "events are in the worker's --events-topic (default loopwatch.events)",
+        "verdicts": "verdicts are in the worker's --verdicts-topic (default loopwatch.verdicts)",
+        "stored runs": "stored runs are in the worker's <group>-runs-changelog (--group, or --state-topic)",
+    }
+    for kind, argv in cases.items():
+        result = _cli(*argv, *bootstrap)
+        named = argv[-1]
+        assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+        [line] = result.stderr.splitlines()  # no note per record before it
+        assert line.startswith(f"loopwatch replay: topic {named} holds no {kind}: none of the "), result.stderr
+        assert line.endswith(f": {where[kind]}"), line
+
+
 def _explained(doc: dict[str, Any]) -> dict[str, tuple[str, str, int, int]]:
     """verdict id -> (decision, detector, count, offset) of every published decision of a ``--run --json``."""
     return {
