@@ -202,7 +202,9 @@ def test_explain_cli_on_file_and_unknown_run(tmp_path: Path, capsys: pytest.Capt
     assert "no event of run 'nope'" in capsys.readouterr().err
 
 
-def test_topic_flags_need_topic_and_a_range_is_checked_before_kafka(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_topic_flags_need_topic_and_a_range_is_checked_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, events = write_inputs(GENERIC, tmp_path, wire_events(GENERIC))
     assert main(["replay", "--events", str(events), "--compare-verdicts"]) == 2
     assert "need --topic" in capsys.readouterr().err
