@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Final
 
 from streams.errors import CommandError
 from streams.kafka.security import SECURITY_FLAGS
@@ -89,14 +90,56 @@ def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
         raise CommandError(exc.what, option.flag, f"see 'loopwatch {command} --help'") from None
 
 
+def _given(args: argparse.Namespace, name: str) -> bool:
+    """Whether a flag was given: its value is None (or False, or an empty list for a repeatable flag) unless it
+    was; the security flags are None unless given (``--no-ssl-check-hostname`` stores False)."""
+    value = getattr(args, name, None)
+    if name in _SECURITY_NAMES:
+        return value is not None
+    return value is not None and value is not False and value != []
+
+
+_SECURITY_NAMES: Final = frozenset(name for _, name in SECURITY_FLAGS)
+
+
 def refuse_topic_only(args: argparse.Namespace, flags: tuple[tuple[str, str], ...], command: str) -> None:
-    """Refuse ``flags`` ((option, attribute) pairs, None or False unless given) and the Kafka security flags
-    where a command reads ``--events`` from a file: they mean something only with ``--topic``, and a flag that is
-    silently ignored lets an operator believe it was applied."""
-    given = [flag for flag, name in flags if getattr(args, name, None) not in (None, False)]
-    # Each security flag is None unless given (--no-ssl-check-hostname stores False).
-    given += [flag for flag, name in SECURITY_FLAGS if getattr(args, name, None) is not None]
+    """Refuse ``flags`` ((option, attribute) pairs) and the Kafka security flags where a command reads
+    ``--events`` from a file: they mean something only with ``--topic``, and a flag that is silently ignored lets
+    an operator believe it was applied."""
+    given = [flag for flag, name in (*flags, *SECURITY_FLAGS) if _given(args, name)]
     if given:
         raise CommandError(
             "flags that need --topic given with --events", ", ".join(given), f"see 'loopwatch {command} --help'"
         )
+
+
+def refuse_without(
+    args: argparse.Namespace, needs: tuple[str, str], flags: tuple[tuple[str, str], ...], command: str
+) -> None:
+    """Refuse ``flags`` ((option, attribute) pairs) that only act together with the flag ``needs`` when it is
+    not given: ignored, they would let an operator believe they had been applied."""
+    flag, name = needs
+    given = [option for option, attribute in flags if _given(args, attribute)]
+    if given and not _given(args, name):
+        raise CommandError(
+            f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing without {flag}",
+            hint=f"add {flag}, or leave {'it' if len(given) == 1 else 'them'} out; see 'loopwatch {command} --help'",
+        )
+
+
+def refuse_together(args: argparse.Namespace, flags: tuple[tuple[str, str], ...], why: str, command: str) -> None:
+    """Refuse two or more of ``flags`` given together (``why`` says what each means alone)."""
+    given = [option for option, attribute in flags if _given(args, attribute)]
+    if len(given) > 1:
+        raise CommandError(f"{' and '.join(given)} given together", hint=f"{why}; see 'loopwatch {command} --help'")
+
+
+class Once(argparse.Action):
+    """A flag that may be given once: argparse keeps the last of repeated values, silently dropping the others."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, "given twice: it takes one value")
+        setattr(namespace, self.dest, values)

@@ -15,11 +15,17 @@ import time
 from types import FrameType
 from typing import Any
 
-from streams.cli._args import port, positive_float
+from streams.cli._args import port, positive_float, refuse_without
 from streams.devbroker import BrokerError, BrokerFileError, EmbeddedBroker, PortInUseError, cpu_seconds
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.admin import create_topics
-from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.kafka.security import (
+    SECURITY_FLAGS,
+    KafkaSecurity,
+    KafkaSecurityError,
+    add_security_arguments,
+    security_from_args,
+)
 from streams.topics import TOPIC_NAME_RULE, topic_name_problem
 
 
@@ -106,7 +112,10 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
         problem = topic_name_problem(name)
         if problem is not None:
             raise CommandError(problem, "--topic", TOPIC_NAME_RULE)
-        topics[name] = int(count)
+        if topics.setdefault(name, int(count)) != int(count):
+            raise CommandError(
+                f"topic {name} given with {topics[name]} and {count} partitions", "--topic", "give each topic once"
+            )
     return topics
 
 
@@ -135,6 +144,8 @@ def topic_security(args: argparse.Namespace) -> KafkaSecurity:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The Kafka security flags say how --topic creation connects; the broker itself serves TLS by --cert/--key.
+    refuse_without(args, ("--topic", "topic"), SECURITY_FLAGS, "broker")
     try:
         topics = _parse_topics(args.topic)
     except ValueError as exc:

@@ -25,7 +25,14 @@ import orjson
 from streams.audit import compare, explain, replay, source, with_state
 from streams.audit.replay import replay_lines
 from streams.audit.source import input_name, lines
-from streams.cli._args import bootstrap, bootstrap_setting, refuse_topic_only, topic_name
+from streams.cli._args import (
+    bootstrap,
+    bootstrap_setting,
+    refuse_together,
+    refuse_topic_only,
+    refuse_without,
+    topic_name,
+)
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
 from streams.errors import CommandError
@@ -124,7 +131,29 @@ def _state_topic(args: argparse.Namespace) -> str:
     return str(args.state_topic or changelog_topic(group))
 
 
+#: Flags that act only with another (that flag, then them), and flags that exclude each other (with why): given
+#: otherwise they are refused, never silently ignored.
+_NEEDS: tuple[tuple[tuple[str, str], tuple[tuple[str, str], ...]], ...] = (
+    (("--compare-verdicts", "compare_verdicts"), (("--verdicts-topic", "verdicts_topic"),)),
+    (("--with-state", "with_state"), (("--group", "group"), ("--state-topic", "state_topic"))),
+)
+_EXCLUSIVE: tuple[tuple[tuple[tuple[str, str], tuple[str, str]], str], ...] = (
+    ((("--group", "group"), ("--state-topic", "state_topic")), "each names the stored state's topic"),
+    (
+        (("--run", "run"), ("--compare-verdicts", "compare_verdicts")),
+        "--run explains one run, --compare-verdicts checks the whole range",
+    ),
+    ((("--run", "run"), ("--all", "all")), "--run shows every decision of its run already"),
+)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.topic is None:
+        refuse_topic_only(args, _TOPIC_ONLY, "replay")
+    for needs, flags in _NEEDS:
+        refuse_without(args, needs, flags, "replay")
+    for pair, why in _EXCLUSIVE:
+        refuse_together(args, pair, why, "replay")
     config = load_config(args.config, args, "replay")
     status = _run(args, config)
     if args.run is None:  # an explanation says it at every step
@@ -135,7 +164,6 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
-    refuse_topic_only(args, _TOPIC_ONLY, "replay")
     try:
         stream = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
     except OSError as exc:

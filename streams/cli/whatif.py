@@ -18,11 +18,13 @@ import orjson
 
 from streams.audit.source import input_name, lines, read_events, read_records
 from streams.cli._args import (
+    Once,
     bootstrap,
     bootstrap_setting,
     non_negative_int,
     positive_int,
     refuse_topic_only,
+    refuse_without,
     topic_name,
 )
 from streams.cli._config import install_profiles
@@ -32,6 +34,7 @@ from streams.errors import CommandError
 from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
+    TIMELINE_BUCKETS,
     SweepError,
     build_report,
     parse_sweep,
@@ -71,6 +74,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--sweep",
         metavar="KEY=a..b[:step]",
+        action=Once,
         help=f"sensitivity table over one key of the current config; KEY is one of {', '.join(SWEEP_KEYS)}",
     )
     p.add_argument("--format", choices=("table", "json"), default="table", help="stdout format")
@@ -78,7 +82,11 @@ def register(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
     p.add_argument("--limit", type=non_negative_int, default=20, help="changed runs listed in the table (default 20)")
-    p.add_argument("--buckets", type=positive_int, default=40, help="time buckets of the HTML timeline (default 40)")
+    p.add_argument(
+        "--buckets",
+        type=positive_int,
+        help=f"time buckets of the HTML timeline, with --html (default {TIMELINE_BUCKETS})",
+    )
     add_profile_arguments(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
@@ -102,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
+    refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
     if args.topic is not None:
         args.bootstrap = bootstrap_setting(args, "whatif")
     try:
@@ -167,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         include_all=args.all,
         source=name,
         invalid=bad,
-        buckets=max(1, args.buckets),
+        buckets=args.buckets or TIMELINE_BUCKETS,
     )
     if args.html is not None:
         try:

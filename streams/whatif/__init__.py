@@ -7,6 +7,7 @@ table or a self-contained HTML page, :func:`to_json` into JSON. The CLI is ``loo
 
 from streams.whatif.analysis import (
     DECISIONS,
+    TIMELINE_BUCKETS,
     Comparison,
     Evaluation,
     Flag,
@@ -36,6 +37,7 @@ from streams.whatif.sweep import (
 __all__ = [
     "DECISIONS",
     "SWEEP_KEYS",
+    "TIMELINE_BUCKETS",
     "Comparison",
     "Evaluation",
     "Flag",

@@ -271,7 +271,13 @@ def _key(flag: Flag, show_published: bool) -> Mark:
     return flag.mark if show_published else Mark(flag.decision, flag.detector, flag.count, True)
 
 
-def timeline(events: Sequence[IndexedEvent], evaluations: Mapping[str, Evaluation], *, buckets: int = 40) -> Timeline:
+#: Time buckets of the report's timeline unless the caller asks for another number (whatif --buckets).
+TIMELINE_BUCKETS: Final = 40
+
+
+def timeline(
+    events: Sequence[IndexedEvent], evaluations: Mapping[str, Evaluation], *, buckets: int = TIMELINE_BUCKETS
+) -> Timeline:
     """Bucket counted decisions by event time; the span is that of all events, not only flagged ones."""
     if events:
         times = [item.event.ts_ms() for item in events]
@@ -300,7 +306,7 @@ def compare(
     candidate: LoadedConfig,
     *,
     include_all: bool = False,
-    buckets: int = 40,
+    buckets: int = TIMELINE_BUCKETS,
 ) -> Comparison:
     """The full current-versus-candidate comparison over ``events`` (already decoded, in input order)."""
     cur = evaluate(events, current, include_all=include_all)

@@ -8,7 +8,7 @@ from typing import Any
 
 from streams.config_file import LoadedConfig
 from streams.detection.types import PROFILE_2026_9
-from streams.whatif.analysis import Comparison, IndexedEvent, Mark, Tally, compare, run_infos
+from streams.whatif.analysis import TIMELINE_BUCKETS, Comparison, IndexedEvent, Mark, Tally, compare, run_infos
 from streams.whatif.sweep import SweepResult, SweepSpec, run_sweep
 
 REPORT_VERSION = 1
@@ -50,7 +50,7 @@ def build_report(
     include_all: bool = False,
     source: str = "<events>",
     invalid: int = 0,
-    buckets: int = 40,
+    buckets: int = TIMELINE_BUCKETS,
 ) -> Report:
     """Compare (when there is a candidate) and sweep (when asked) over the same decoded events."""
     comparison = (

@@ -215,6 +215,46 @@ def test_replay_and_whatif_read_a_topic_from_the_bootstrap_variable(empty: Path)
         assert result.err.splitlines()[-1].startswith(f"loopwatch {command}: {unreachable}"), result.err
 
 
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--verdicts-topic", "v"], "--verdicts-topic does nothing without --compare-verdicts: add --compare-verdicts, "
+         "or leave it out"),
+        (["--group", "g", "--state-topic", "s"], "--group and --state-topic do nothing without --with-state: add "
+         "--with-state, or leave them out"),
+        (["--with-state", "--group", "g", "--state-topic", "s"], "--group and --state-topic given together: each "
+         "names the stored state's topic"),
+        (["--run", "r", "--compare-verdicts"], "--run and --compare-verdicts given together: --run explains one run, "
+         "--compare-verdicts checks the whole range"),
+        (["--run", "r", "--all"], "--run and --all given together: --run shows every decision of its run already"),
+    ],
+)  # fmt: skip
+def test_replay_refuses_flags_that_would_do_nothing(empty: Path, flags: list[str], line: str) -> None:
+    """Each was accepted and ignored (a QA pass): the operator believed a comparison or a state topic applied."""
+    result = lw(empty, "replay", "--topic", "loopwatch.events", "--bootstrap", f"127.0.0.1:{free_port()}", *flags)
+    one_line(result, 2, f"loopwatch replay: {line}; see 'loopwatch replay --help'")
+
+
+def test_whatif_and_broker_refuse_flags_that_would_do_nothing(empty: Path) -> None:
+    """A second --sweep replaced the first, --buckets without --html changed nothing, the broker's security
+    flags without --topic connected nothing, and a topic given twice got the last count (a QA pass)."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    sweep = ["--events", "events.jsonl", "--sweep", "warningThreshold=5..6"]
+    for argv, line in (
+        (["whatif", *sweep, "--sweep", "criticalThreshold=5..6"],
+         "loopwatch whatif: given twice: it takes one value (--sweep): see 'loopwatch whatif --help'"),
+        (["whatif", *sweep, "--buckets", "5"],
+         "loopwatch whatif: --buckets does nothing without --html: add --html, or leave it out; see 'loopwatch "
+         "whatif --help'"),
+        (["broker", "--port", "0", "--security-protocol", "SSL"],
+         "loopwatch broker: --security-protocol does nothing without --topic: add --topic, or leave it out; see "
+         "'loopwatch broker --help'"),
+        (["broker", "--port", "0", "--topic", "t:2", "--topic", "t:3"],
+         "loopwatch broker: topic t given with 2 and 3 partitions (--topic): give each topic once"),
+    ):  # fmt: skip
+        one_line(lw(empty, *argv), 2, line)
+
+
 # --- 6. publish names the file of a bad line -----------------------------------------------------------------------
 
 
