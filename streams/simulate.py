@@ -11,6 +11,13 @@ out in time order and the events of one run keep their order. The start time and
 id derive from the seed (:func:`start_of`, :func:`seed_tag`), so two simulations with different seeds can share
 a topic without being taken for duplicates; a caller that sends in real time passes the wall clock as start.
 
+A fleet has ``gateways * RUNS_PER_GATEWAY`` run slots. When it is small (at most :data:`EAGER_GATEWAYS`
+gateways) or has at least as many events as slots, every slot's first run is drawn up front, as always (so
+the bytes of such simulations never change); otherwise a slot's first run is drawn when the slot gets its first
+event, so a huge fleet with few events costs what its events cost, not what its silent gateways would (20,000
+gateways took 21 s and 1.7 GB for one event). Such a lazy fleet is just as deterministic, but its bytes differ
+from those the same arguments gave when every fleet was drawn up front.
+
 With ``usage``, the model call that chose each tool call reports its tokens and cost first (a ``model_usage``
 event: a context that grows call by call, a priced model, and an unpriced local one for some runs). The
 numbers come from a second generator; dropping the usage events leaves traffic with the very same decisions.
@@ -19,6 +26,7 @@ numbers come from a second generator; dropping the usage events leaves traffic w
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +45,9 @@ SEPARATE_RESULT_SHARE: Final = 0.15  # calls whose outcome comes as a later tool
 OVERSIZED_BYTES: Final = 1_048_576 + 4096  # just above streams.decode.DEFAULT_MAX_BYTES
 DEFAULT_GATEWAYS: Final = 4  # a small fleet, when nothing else is asked for (`loopwatch simulate`, `make run`)
 DEFAULT_RATE: Final = 60.0  # its events per second, all gateways together
+#: Fleets up to this size draw every slot's first run up front even when most slots get no event (under 0.2 s
+#: and 10 MB); larger fleets with fewer events than slots draw a slot's first run with its first event.
+EAGER_GATEWAYS: Final = 100
 #: Simulated models: (provider, model, US dollars per million input / output / cache-read tokens, or None).
 MODELS: Final = (
     ("anthropic", "claude-sonnet-4-5", (3.0, 15.0, 0.30)),
@@ -420,16 +431,23 @@ class _Fleet:
         hashed: bool,
         progressing_calls: tuple[int, int] = PROGRESSING_CALLS,
         usage: bool = False,
+        eager: bool = True,
     ) -> None:
+        """``eager``: draw every slot's first run now, in slot order (the historical stream of draws); else a
+        slot's first run is drawn when the slot is first picked, so silent gateways cost nothing."""
         if gateways < 1:
             raise ValueError("gateways must be at least 1")
         self.rng = random.Random(seed)
         self.usage_rng = random.Random(f"usage-{seed}") if usage else None
         self.hashed = hashed
         self.scripts = _Scripts(self.rng, progressing_calls)
-        tag = seed_tag(seed)
-        self.gateways = [_Gateway(f"gw-{i:03d}", tag) for i in range(gateways)]
-        self.slots = [self._new_run(gw) for gw in self.gateways for _ in range(RUNS_PER_GATEWAY)]
+        self.tag = seed_tag(seed)
+        self.slot_count = gateways * RUNS_PER_GATEWAY  # slot i belongs to gateway i // RUNS_PER_GATEWAY
+        self.gateways: dict[int, _Gateway] = {}
+        self.slots: dict[int, _Run] = {}
+        if eager:
+            for index in range(self.slot_count):
+                self.slots[index] = self._new_run(self._gateway(index // RUNS_PER_GATEWAY))
         self._builders: dict[Archetype, Callable[[str], list[Event]]] = {
             "progressing": self.scripts.progressing,
             "exec_polling": self.scripts.exec_polling,
@@ -439,8 +457,23 @@ class _Fleet:
             "unknown_tool": self.scripts.unknown_tool,
             "post_compaction": self.scripts.post_compaction,
         }
-        for run in self.slots:
+        for run in self.slots.values():
             run.steps = self._steps(run)
+
+    def _gateway(self, number: int) -> _Gateway:
+        gw = self.gateways.get(number)
+        if gw is None:
+            gw = self.gateways[number] = _Gateway(f"gw-{number:03d}", self.tag)
+        return gw
+
+    def _slot(self, index: int) -> _Run:
+        """The open run of slot ``index``; a lazy fleet draws the slot's first run here."""
+        run = self.slots.get(index)
+        if run is None:
+            run = self._new_run(self._gateway(index // RUNS_PER_GATEWAY))
+            run.steps = self._steps(run)
+            self.slots[index] = run
+        return run
 
     def _new_run(self, gw: _Gateway) -> _Run:
         rng = self.rng
@@ -467,8 +500,8 @@ class _Fleet:
         return steps if self.usage_rng is None else _with_usage(self.usage_rng, steps)
 
     def next_event(self, ts: int) -> tuple[str, Event]:
-        index = self.rng.randrange(len(self.slots))
-        run = self.slots[index]
+        index = self.rng.randrange(self.slot_count)
+        run = self._slot(index)
         body = run.steps[run.position]
         run.position += 1
         if run.done():
@@ -492,7 +525,7 @@ class _Fleet:
 
     def malformed(self, ts: int, kinds: tuple[MalformedKind, ...]) -> tuple[str, bytes]:
         rng = self.rng
-        run = self.slots[rng.randrange(len(self.slots))]
+        run = self._slot(rng.randrange(self.slot_count))
         kind = rng.choice(kinds)
         base: Event = {
             "type": "tool_call",
@@ -523,12 +556,28 @@ class _Fleet:
         return run.key, value
 
 
-def _check(rate: float, duration: float, malformed: float) -> int:
+def event_count(rate: float, duration: float) -> int:
+    """How many records a simulation of ``rate`` events/s for ``duration`` s has: ``int(rate * duration)``.
+
+    Raises ``ValueError`` unless both are positive and the count is finite (the command line bounds it further).
+    """
     if not rate > 0 or not duration > 0:
         raise ValueError("rate and duration must be positive")
+    total = rate * duration
+    if not math.isfinite(total):
+        raise ValueError("rate * duration must be finite")
+    return int(total)
+
+
+def _eager(gateways: int, total: int) -> bool:
+    """Whether a fleet of ``total`` events draws every slot's first run up front (see the module docstring)."""
+    return gateways <= EAGER_GATEWAYS or gateways * RUNS_PER_GATEWAY <= total
+
+
+def _check(rate: float, duration: float, malformed: float) -> int:
     if not 0.0 <= malformed <= 1.0:
         raise ValueError("malformed must be a fraction between 0 and 1")
-    return int(rate * duration)
+    return event_count(rate, duration)
 
 
 def _ts(start_ms: int, i: int, rate: float) -> int:
@@ -547,7 +596,7 @@ def simulate_events(
 ) -> Iterator[Event]:
     """The fleet's valid events as dicts, in time order (``rate * duration`` of them)."""
     total = _check(rate, duration, 0.0)
-    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage)
+    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage, eager=_eager(gateways, total))
     start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
         yield fleet.next_event(_ts(start, i, rate))[1]
@@ -557,7 +606,8 @@ def fleet_events(
     *, gateways: int, seed: int, hashed: bool = False, progressing_calls: tuple[int, int] = PROGRESSING_CALLS
 ) -> Iterator[tuple[str, Event]]:
     """Endless ``(scope key, event)`` pairs of the fleet, ``ts`` left to the caller (a paced producer stamps it
-    at send time). ``progressing_calls`` bounds the length of healthy runs; the loop archetypes are unchanged."""
+    at send time). ``progressing_calls`` bounds the length of healthy runs; the loop archetypes are unchanged.
+    Endless traffic reaches every slot, so the fleet is drawn up front."""
     fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, progressing_calls=progressing_calls)
     while True:
         yield fleet.next_event(0)
@@ -582,7 +632,7 @@ def simulate(
     """
     total = _check(rate, duration, malformed)
     kinds = MALFORMED_KINDS if oversized else MALFORMED_KINDS[:-1]
-    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage)
+    fleet = _Fleet(gateways=gateways, seed=seed, hashed=hashed, usage=usage, eager=_eager(gateways, total))
     start = start_of(seed) if start_ms is None else start_ms
     for i in range(total):
         ts = _ts(start, i, rate)
@@ -599,8 +649,10 @@ __all__ = [
     "BASE_TS_MS",
     "DEFAULT_GATEWAYS",
     "DEFAULT_RATE",
+    "EAGER_GATEWAYS",
     "MALFORMED_KINDS",
     "PROGRESSING_CALLS",
+    "event_count",
     "fleet_events",
     "prehash",
     "seed_tag",

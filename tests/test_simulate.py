@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,18 @@ from streams.cli import main
 from streams.config_file import LoadedConfig
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.runner import Replayer
-from streams.simulate import BASE_TS_MS, MALFORMED_KINDS, seed_tag, simulate, simulate_events, start_of
+from streams.simulate import (
+    BASE_TS_MS,
+    EAGER_GATEWAYS,
+    MALFORMED_KINDS,
+    RUNS_PER_GATEWAY,
+    _Fleet,
+    event_count,
+    seed_tag,
+    simulate,
+    simulate_events,
+    start_of,
+)
 
 ENABLED = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}})
 GATEWAYS, RATE, DURATION = 5, 100.0, 40.0  # 4,000 events
@@ -76,7 +88,7 @@ def test_realtime_needs_bootstrap_and_bad_numbers_are_usage_errors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["simulate", "--gateways", "1", "--rate", "5", "--duration", "1", "--realtime"]) == 2
-    assert "--realtime needs --bootstrap" in capsys.readouterr().err
+    assert "--realtime does nothing without --bootstrap" in capsys.readouterr().err
     for bad in (["--rate", "0"], ["--gateways", "0"], ["--malformed", "1.5"]):
         argv = {"--gateways": "1", "--rate": "5", "--duration": "1"}
         argv[bad[0]] = bad[1]
@@ -206,3 +218,49 @@ def test_ids_and_start_time_derive_from_the_seed() -> None:
     assert all(seed_tag(1) in i for i in a)
     later = list(simulate_events(gateways=1, rate=10, duration=1, seed=1, start_ms=BASE_TS_MS * 2))
     assert later[0]["ts"] == BASE_TS_MS * 2  # --realtime passes the wall clock
+
+
+def _digest(**options: Any) -> str:
+    digest = hashlib.sha256()
+    for key, value in simulate(**options):
+        digest.update(key + b"\0" + value + b"\n")
+    return digest.hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"gateways": 5, "rate": 100.0, "duration": 40.0, "seed": 11}, "18f4211331695a91"),
+        ({"gateways": 5, "rate": 100.0, "duration": 40.0, "seed": 3, "hashed": True, "malformed": 0.05},
+         "ebce171b29e2ee7c"),
+        ({"gateways": 2, "rate": 100, "duration": 20, "seed": 7, "usage": True}, "bb310dc57b5e8d9b"),
+        ({"gateways": 100, "rate": 1000.0, "duration": 0.05, "seed": 2}, "3cc4ed0ace8168d1"),  # fewer events than runs
+        ({"gateways": 253, "rate": 10000.0, "duration": 1.0, "seed": 5}, "f9061279c8893ffd"),  # a latency bench fleet
+    ],
+)  # fmt: skip
+def test_the_bytes_of_ordinary_fleets_never_change(options: dict[str, Any], expected: str) -> None:
+    """Benchmarks and recorded figures (docs/) rely on the same arguments giving the same bytes: these digests
+    were taken before huge fleets became lazy, and must stay (a fleet drawn up front is drawn as it always was)."""
+    assert _digest(**options) == expected
+
+
+def test_a_huge_fleet_costs_only_the_runs_its_events_reach() -> None:
+    """20,000 gateways and one event took 21 s and 1.7 GB: every slot's first run was drawn up front. A fleet
+    larger than EAGER_GATEWAYS with fewer events than runs draws a run when its slot gets its first event."""
+    first = list(simulate(gateways=10**9, rate=1.0, duration=5.0, seed=4, malformed=0.2))
+    assert first == list(simulate(gateways=10**9, rate=1.0, duration=5.0, seed=4, malformed=0.2))  # deterministic
+    assert len(first) == 5
+    lazy = _Fleet(gateways=10**9, seed=4, hashed=False, eager=False)
+    assert not lazy.slots and not lazy.gateways
+    for i in range(50):
+        lazy.next_event(i)
+    assert len(lazy.slots) <= 50 and len(lazy.gateways) <= 50
+    eager = _Fleet(gateways=EAGER_GATEWAYS, seed=4, hashed=False)
+    assert len(eager.slots) == EAGER_GATEWAYS * RUNS_PER_GATEWAY
+
+
+def test_event_count_is_rate_times_duration_and_refuses_the_unbounded() -> None:
+    assert (event_count(60.0, 60.0), event_count(60.0, 0.001), event_count(0.5, 3.0)) == (3600, 0, 1)
+    for rate, duration in ((0.0, 1.0), (1.0, -1.0), (1e308, 1e308)):
+        with pytest.raises(ValueError):
+            event_count(rate, duration)

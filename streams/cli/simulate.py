@@ -3,6 +3,11 @@
 The generator is streams/simulate.py; this module only writes its records somewhere. Publishing keys every
 record by its scope key so that a run's events stay in one partition, in order. ``--realtime`` paces records
 to the rate and stamps them with the wall clock, so the worker's event-to-verdict latency is real.
+
+A run has at most :data:`MAX_EVENTS` records (``--rate`` × ``--duration``: a bound on work, not on time, so a long
+``--realtime`` run stays possible) and ``--duration`` at most :data:`MAX_DURATION` seconds (timestamps stay
+valid). A flag that would change nothing is refused rather than ignored: the Kafka flags without ``--bootstrap``,
+``--oversized`` without malformed records, ``--hashed`` / ``--usage`` when every record is malformed.
 """
 
 from __future__ import annotations
@@ -15,19 +20,42 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.cli._args import bootstrap, fraction, positive_float, positive_int, topic_name
+from streams.cli._args import bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
 from streams.errors import CommandError
 from streams.kafka.security import (
     PLAINTEXT,
+    SECURITY_FLAGS,
     KafkaSecurity,
     KafkaSecurityError,
     add_security_arguments,
     security_from_args,
 )
-from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE, simulate
+from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE, event_count, simulate
 from streams.topics import EVENTS_TOPIC
+from streams.worker.options import flag_value, integer
 
 DEFAULT_DURATION = 60.0  # a minute of the default fleet: 3,600 records
+#: Records of one run at most (rate x duration): about 15 minutes and 40 GB of JSON Lines; --rate 1e12 ran for ever.
+MAX_EVENTS = 100_000_000
+#: Simulated seconds at most (about 31 years): ample for --realtime, and timestamps stay far inside the 64-bit
+#: integers JSON carries (--rate 1e-300 --duration 3e300 crashed writing the second record).
+MAX_DURATION = 1_000_000_000.0
+#: Flags that act only on records published to Kafka, as (option, attribute), besides SECURITY_FLAGS.
+_BOOTSTRAP_ONLY = (("--topic", "topic"), ("--realtime", "realtime"))
+#: Flags that shape valid events only, refused when every record is malformed.
+_VALID_ONLY = (("--hashed", "hashed"), ("--usage", "usage"))
+
+
+def _seed(text: str) -> int:
+    """Any integer, negative ones included (as before), refused in the words of the other integer flags."""
+    return flag_value(integer, text)
+
+
+def _duration(text: str) -> float:
+    value = positive_float(text)
+    if value > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DURATION:,.0f} seconds (about 31 years)")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -48,18 +76,20 @@ def register(sub: Any) -> None:
         "--rate",
         type=positive_float,
         default=DEFAULT_RATE,
-        help=f"events per second, whole fleet (default {DEFAULT_RATE:g})",
+        help=f"events per second, whole fleet (default {DEFAULT_RATE:g}); rate x duration at most {MAX_EVENTS:,}",
     )
     p.add_argument(
         "--duration",
-        type=positive_float,
+        type=_duration,
         default=DEFAULT_DURATION,
-        help=f"simulated seconds (default {DEFAULT_DURATION:g})",
+        help=f"simulated seconds (default {DEFAULT_DURATION:g}; at most {MAX_DURATION:,.0f})",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes; default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed (same seed, same bytes; default 0)")
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
     p.add_argument("--malformed", type=fraction, default=0.0, help="fraction of bad records (0..1)")
-    p.add_argument("--oversized", action="store_true", help="include >1 MiB records among the bad ones")
+    p.add_argument(
+        "--oversized", action="store_true", help="with --malformed: include >1 MiB records among the bad ones"
+    )
     p.add_argument("--usage", action="store_true", help="precede each tool call by its model call's usage")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, help="JSON Lines file to write ('-' or absent: stdout)")
@@ -67,7 +97,10 @@ def register(sub: Any) -> None:
         "--bootstrap", type=bootstrap, help="Kafka bootstrap servers HOST:PORT: publish instead of writing"
     )
     p.add_argument(
-        "--topic", type=topic_name, default=EVENTS_TOPIC, help=f"topic to publish to (default {EVENTS_TOPIC})"
+        "--topic",
+        type=topic_name,
+        default=None,
+        help=f"with --bootstrap: topic to publish to (default {EVENTS_TOPIC})",
     )
     p.add_argument(
         "--realtime",
@@ -93,9 +126,49 @@ def _records(args: argparse.Namespace) -> Iterator[tuple[bytes, bytes]]:
     )
 
 
+def _check(args: argparse.Namespace) -> int:
+    """Refuse flags that would change nothing and runs too large to finish; returns the number of records.
+
+    A silently ignored flag lets the user believe it was applied; rate x duration is bounded because nothing
+    else stops a run of 1e12 records. No record at all is a note, not an error: the settings are valid.
+    """
+    refuse_without(args, ("--bootstrap", "bootstrap"), (*_BOOTSTRAP_ONLY, *SECURITY_FLAGS), "simulate")
+    if args.oversized and not args.malformed > 0:
+        raise CommandError(
+            "flag that needs a --malformed fraction above 0 given without it",
+            "--oversized",
+            "it makes some of the malformed records over 1 MiB; add --malformed F or drop it",
+        )
+    given = [flag for flag, name in _VALID_ONLY if getattr(args, name)] if args.malformed == 1.0 else []
+    if given:
+        one = len(given) == 1
+        raise CommandError(
+            f"{'flag that shapes' if one else 'flags that shape'} valid events given with --malformed 1",
+            ", ".join(given),
+            f"every record is malformed; lower --malformed or drop {'it' if one else 'them'}",
+        )
+    product = args.rate * args.duration
+    if not product <= MAX_EVENTS:
+        raise CommandError(
+            f"rate x duration is {product:.3g} events, above the {MAX_EVENTS:,} a run may have",
+            "--rate, --duration",
+            "lower either",
+        )
+    total = event_count(args.rate, args.duration)
+    if total == 0:
+        print(
+            f"loopwatch simulate: note: no event falls in rate x duration ({args.rate:g}/s x {args.duration:g} s "
+            f"= {product:.3g}, below 1): raise --rate or --duration to get records",
+            file=sys.stderr,
+            flush=True,
+        )
+    return total
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.realtime and not args.bootstrap:
-        raise CommandError("--realtime needs --bootstrap", hint="it paces records sent to Kafka")
+    _check(args)
+    if args.topic is None:
+        args.topic = EVENTS_TOPIC
     if args.bootstrap:
         from streams.kafka.client import kafka_failure, preflight
 
