@@ -132,6 +132,15 @@ def file_error(exc: BrokerFileError) -> CommandError:
 def topic_security(args: argparse.Namespace) -> KafkaSecurity:
     """How ``--topic`` creation connects: the shared flags/env/file, else (TLS) trust the served certificate."""
     security = security_from_args(args)
+    # The embedded broker speaks no SASL, and TLS only with --cert: any other setting would wait for an answer
+    # that cannot come (a TLS hello to a plaintext listener), then blame the broker.
+    if security.uses_sasl:
+        raise KafkaSecurityError(f"--topic over {security.security_protocol}: the embedded broker has no SASL")
+    if security.uses_tls and not args.cert:
+        raise KafkaSecurityError(
+            f"--topic over {security.security_protocol}, but this broker serves plaintext: give --cert and --key "
+            "to serve TLS, or leave the security settings out"
+        )
     if args.cert and security.is_plaintext:
         if args.client_ca:
             raise KafkaSecurityError(

@@ -255,6 +255,22 @@ def test_whatif_and_broker_refuse_flags_that_would_do_nothing(empty: Path) -> No
         one_line(lw(empty, *argv), 2, line)
 
 
+def test_the_broker_refuses_topic_creation_over_a_protocol_it_does_not_serve(empty: Path) -> None:
+    """--topic over SSL on its own plaintext listener waited 15 s, then blamed the broker (no answer in time)."""
+    one_line(
+        lw(empty, "broker", "--port", "0", "--topic", "t:2", "--security-protocol", "SSL"),
+        2,
+        "loopwatch broker: --topic over SSL, but this broker serves plaintext: give --cert and --key to serve TLS, "
+        "or leave the security settings out: see 'loopwatch broker --help'",
+    )
+    sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u"]
+    one_line(
+        lw(empty, "broker", "--port", "0", "--topic", "t:2", *sasl, env={"LOOPWATCH_KAFKA_SASL_PASSWORD": "p"}),
+        2,
+        "loopwatch broker: --topic over SASL_PLAINTEXT: the embedded broker has no SASL: see 'loopwatch broker --help'",
+    )
+
+
 # --- 6. publish names the file of a bad line -----------------------------------------------------------------------
 
 
