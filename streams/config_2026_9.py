@@ -7,12 +7,16 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from streams.detection.canonical import js_trim
-from streams.detection.config import ConfigWarning, normalize_agent_id
+from streams.detection.config import ConfigWarning, normalize_agent_id, show_value
 from streams.detection.gen9_config import resolve_loop_config
-from streams.detection.types import LoopConfig
+from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9, LoopConfig
+
+_INDEX = re.compile(r"\[(\d+)\]")
 
 
 class Config2026_9:
@@ -35,7 +39,7 @@ class Config2026_9:
         unique: dict[tuple[str, str], ConfigWarning] = {}
         for warning in warnings:
             unique.setdefault((warning.path, warning.message), warning)
-        self.warnings: tuple[ConfigWarning, ...] = tuple(unique.values())
+        self.warnings: tuple[ConfigWarning, ...] = in_document_order(unique.values(), doc)
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -54,6 +58,46 @@ class Config2026_9:
         return {"default": view(self.default_config), "agents": {a: view(c) for a, c in self._by_id.items()}}
 
 
+def in_document_order(warnings: Iterable[ConfigWarning], document: object) -> tuple[ConfigWarning, ...]:
+    """``warnings`` sorted by where their paths are in ``document`` (stable: warnings at one place keep their
+    order). Both readers collect structural warnings before resolving blocks, so without this an entry's id
+    warning came before an earlier entry's block warning (list[1], list[3], list[2])."""
+    return tuple(sorted(warnings, key=lambda warning: document_position(document, warning.path)))
+
+
+def document_position(document: object, path: str) -> tuple[int, ...]:
+    """The key positions (in each object's key order) and list indexes on the way to ``path`` in ``document``.
+    A part the document does not have (a clamp reported at a key the block lacks) sorts after what is there.
+    Keys may contain dots (``agents.entries.<id>``), so the longest key that starts the rest of the path wins."""
+    position: list[int] = []
+    node = document
+    rest = path
+    while rest:
+        if isinstance(node, dict):
+            matches = [
+                (len(key), at, key)
+                for at, key in enumerate(node)
+                if isinstance(key, str) and (rest == key or rest.startswith((f"{key}.", f"{key}[")))
+            ]
+            if not matches:
+                position.append(len(node))
+                break
+            length, at, key = max(matches)
+            position.append(at)
+            node, rest = node[key], rest[length:]
+        elif isinstance(node, list):
+            match = _INDEX.match(rest)
+            if match is None or int(match.group(1)) >= len(node):
+                position.append(len(node))
+                break
+            position.append(int(match.group(1)))
+            node, rest = node[int(match.group(1))], rest[match.end() :]
+        else:
+            break
+        rest = rest.removeprefix(".")
+    return tuple(position)
+
+
 def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[str, str, object]]:
     """(normalised id, path, raw loopDetection block) of each agent entry, in file order."""
     if not isinstance(agents, dict):
@@ -65,9 +109,19 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
             warnings.append(ConfigWarning("agents.entries", "not an object; ignored", None))
             return []
         if agents.get("list") is not None:
-            warnings.append(ConfigWarning("agents.list", "ignored because agents.entries is set", None))
+            warnings.append(
+                ConfigWarning(
+                    "agents.list",
+                    f"read only by {PROFILE_2026_7} when agents.entries is set; under {PROFILE_2026_9} it is ignored",
+                    None,
+                )
+            )
         for key, entry in entries.items():
-            if isinstance(entry, dict) and isinstance(key, str) and js_trim(key):
+            if not isinstance(entry, dict):
+                warnings.append(
+                    ConfigWarning(f"agents.entries.{key}", f"{show_value(entry)} is not an object; ignored", None)
+                )
+            elif isinstance(key, str) and js_trim(key):
                 tools = entry.get("tools")
                 block = tools.get("loopDetection") if isinstance(tools, dict) else None
                 out.append((normalize_agent_id(key), f"agents.entries.{key}.tools.loopDetection", block))
@@ -77,7 +131,11 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
         if agent_list:
             warnings.append(ConfigWarning("agents.list", "moved to keyed agents.entries in 2026.8+; still read", None))
         for index, entry in enumerate(agent_list):
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and js_trim(entry["id"]):
+            if not isinstance(entry, dict):
+                warnings.append(
+                    ConfigWarning(f"agents.list[{index}]", f"{show_value(entry)} is not an object; ignored", None)
+                )
+            elif isinstance(entry.get("id"), str) and js_trim(entry["id"]):
                 tools = entry.get("tools")
                 block = tools.get("loopDetection") if isinstance(tools, dict) else None
                 out.append((normalize_agent_id(entry["id"]), f"agents.list[{index}].tools.loopDetection", block))

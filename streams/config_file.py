@@ -8,8 +8,10 @@ unparseable file is an error; everything else becomes a warning.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import unicodedata
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import json5
 
-from streams.config_2026_9 import Config2026_9
+from streams.config_2026_9 import Config2026_9, in_document_order
 from streams.detection.canonical import js_trim
 from streams.detection.config import (
     DEFAULT_AGENT_ID,
@@ -27,14 +29,67 @@ from streams.detection.config import (
     loop_config_to_dict,
     normalize_agent_id,
     resolve_loop_config,
+    show_value,
 )
 from streams.detection.profiles import ProfileChoice
-from streams.detection.types import PROFILE_2026_9, LoopConfig
+from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9, LoopConfig
 from streams.errors import CommandError
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
 #: What a file that does not parse must be (a config or a profiles file).
 JSON5_HINT = "the file must be JSON5 (json5.org)"
+#: ``agents.entries`` under 2026.7, which never reads it (the 2026.9 reader does).
+ENTRIES_IGNORED = f"read only by {PROFILE_2026_9}; under {PROFILE_2026_7} it is ignored"
+#: Blocks whose numbers the 2026.7 reader uses: a rounded number there is reported.
+_READ_BLOCK = re.compile(r"(tools|agents\.list\[\d+\]\.tools)\.loopDetection\.")
+#: Integers up to here stay plain: a ``+ 1`` or two on them is exact in doubles too.
+_EXACT = 2**52
+
+
+class _JsNumber(int):
+    """An integer OpenClaw holds as a double. JSON5 gives Python exact integers, but JavaScript parses
+    ``99999999999999999999`` to 1e20 and computes the clamps' ``warningThreshold + 1`` in doubles (1e20 again,
+    not ...001); the resolution's ``+ 1`` goes through here. Only ever holds a value a double can."""
+
+    __slots__ = ()
+
+    def __add__(self, other: int, /) -> int:
+        total = float(self) + float(other)
+        return _JsNumber(int(total)) if math.isfinite(total) else int.__add__(self, other)
+
+    def __radd__(self, other: int, /) -> int:
+        return self.__add__(other)
+
+
+def js_numbers(document: object, warnings: list[ConfigWarning], path: str = "") -> object:
+    """``document`` with its numbers as JavaScript parses them: an integer a double cannot hold becomes the
+    nearest double (reported, with the value used, when the 2026.7 reader uses it), one beyond the double range
+    becomes Infinity (then not a positive integer), and large integral ones compute as doubles (:class:`_JsNumber`).
+    Everything up to 2**52 is returned as it was."""
+    if isinstance(document, dict):
+        return {k: js_numbers(v, warnings, f"{path}.{k}" if path else str(k)) for k, v in document.items()}
+    if isinstance(document, list):
+        return [js_numbers(v, warnings, f"{path}[{i}]") for i, v in enumerate(document)]
+    if isinstance(document, bool) or not isinstance(document, int | float):
+        return document
+    if isinstance(document, float):
+        integral = math.isfinite(document) and document.is_integer() and document > _EXACT
+        return _JsNumber(int(document)) if integral else document
+    if -_EXACT <= document <= _EXACT:
+        return document
+    try:
+        double = float(document)
+    except OverflowError:
+        return math.inf if document > 0 else -math.inf
+    if double != document and _READ_BLOCK.match(path):
+        warnings.append(
+            ConfigWarning(
+                path,
+                f"{document} is beyond JavaScript's exact integers (2**53); OpenClaw reads the nearest double",
+                int(double),
+            )
+        )
+    return _JsNumber(int(double))
 
 
 class ConfigFileError(Exception):
@@ -59,10 +114,11 @@ class ConfigFileError(Exception):
         super().__init__(f"{where}: {message}")
         self.where = where
 
-    def to_command_error(self) -> CommandError:
-        """The one-line error of a command that cannot use this config file (exit status 2)."""
+    def to_command_error(self, check: str = "the path") -> CommandError:
+        """The one-line error of a command that cannot use this config file (exit status 2). ``check`` says where
+        the path came from (``the path given to --config``): an unreadable file is usually a wrong path."""
         if not self.syntax:
-            return CommandError("cannot use the config file", self.where, self.reason)
+            return CommandError("cannot use the config file", self.where, f"{self.reason}; check {check}")
         hint = f"{self.reason}; {JSON5_HINT}: fix it there, then check it with 'loopwatch config check {self.path}'"
         return CommandError("cannot use the config file", self.where, hint)
 
@@ -95,19 +151,22 @@ class LoadedConfig:
         self.path = path
         self.global_block = global_block
         self.agents: tuple[AgentBlock, ...] = tuple(agents)
-        self.default_config, global_warnings = resolve_loop_config(global_block, None)
+        default_config, global_warnings = resolve_loop_config(global_block, None)
+        self.default_config = _plain_config(default_config)
         collected: list[ConfigWarning] = [*extra_warnings, *global_warnings]
         self._by_id: dict[str, LoopConfig] = {}
         for agent in self.agents:
             if agent.agent_id in self._by_id:
                 continue  # the first entry with an id wins, like OpenClaw's lookup
             config, agent_warnings = resolve_loop_config(global_block, agent.block, agent_path=agent.path)
-            self._by_id[agent.agent_id] = config
+            self._by_id[agent.agent_id] = _plain_config(config)
             collected.extend(agent_warnings)
-        self.warnings: tuple[ConfigWarning, ...] = tuple(_dedupe(collected))
+        self._document = document if document is not None else {"tools": {"loopDetection": global_block}}
+        self.warnings: tuple[ConfigWarning, ...] = in_document_order(
+            (_plain_warning(w) for w in _dedupe(collected)), self._document
+        )
         self._memo: dict[str | None, LoopConfig] = {}
         self.config_hash = _config_hash(self.default_config, self._by_id)
-        self._document = document if document is not None else {"tools": {"loopDetection": global_block}}
         self._gen9: Config2026_9 | None = None
         self.choice = ProfileChoice()  # which profile judges an event (replaced by --profiles / what-if)
 
@@ -135,10 +194,12 @@ class LoadedConfig:
 
     @classmethod
     def from_document(cls, document: object, *, path: str | None = None) -> LoadedConfig:
-        """Build from an already-parsed OpenClaw config object (the top level of the file)."""
+        """Build from an already-parsed OpenClaw config object (the top level of the file). Its numbers are
+        first made the doubles OpenClaw computes with (:func:`js_numbers`)."""
         warnings: list[ConfigWarning] = []
         global_block = None
         agents: list[AgentBlock] = []
+        document = js_numbers(document, warnings)
         if not isinstance(document, dict):
             warnings.append(ConfigWarning("(root)", "the config is not an object; ignored", None))
             return cls(None, (), path=path, extra_warnings=warnings)
@@ -149,6 +210,9 @@ class LoadedConfig:
             warnings.append(ConfigWarning("tools", "not an object; ignored", None))
         agents_section = document.get("agents")
         agent_list = agents_section.get("list") if isinstance(agents_section, dict) else None
+        if isinstance(agents_section, dict) and agents_section.get("entries") is not None:
+            # A config in the 2026.8+ layout passed the gate while its overrides were never read: say so.
+            warnings.append(ConfigWarning("agents.entries", ENTRIES_IGNORED, None))
         if agents_section is not None and not isinstance(agents_section, dict):
             warnings.append(ConfigWarning("agents", "not an object; ignored", None))
         elif agent_list is not None and not isinstance(agent_list, list):
@@ -191,6 +255,9 @@ def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> li
     first_index: dict[str, int] = {}
     for index, entry in enumerate(agent_list):
         if not isinstance(entry, dict):
+            warnings.append(
+                ConfigWarning(f"agents.list[{index}]", f"{show_value(entry)} is not an object; ignored", None)
+            )
             continue
         tools = entry.get("tools")
         has_block = isinstance(tools, dict) and "loopDetection" in tools
@@ -239,6 +306,25 @@ def format_warning(warning: ConfigWarning) -> str:
     still read), so it gets no ``(using …)``: "(using nothing)" contradicted "still read"."""
     used = "" if warning.value_used is None else f" (using {format_value(warning.value_used)})"
     return f"warning: {warning.path}: {warning.message}{used}"
+
+
+def _plain_config(config: LoopConfig) -> LoopConfig:
+    """``config`` with plain ints: a :class:`_JsNumber` stays inside the resolution."""
+    return dataclasses.replace(
+        config,
+        history_size=int(config.history_size),
+        warning_threshold=int(config.warning_threshold),
+        critical_threshold=int(config.critical_threshold),
+        unknown_tool_threshold=int(config.unknown_tool_threshold),
+        global_circuit_breaker_threshold=int(config.global_circuit_breaker_threshold),
+        guard_window_size=int(config.guard_window_size),
+    )
+
+
+def _plain_warning(warning: ConfigWarning) -> ConfigWarning:
+    if isinstance(warning.value_used, _JsNumber):
+        return dataclasses.replace(warning, value_used=int(warning.value_used))
+    return warning
 
 
 def _dedupe(warnings: Iterable[ConfigWarning]) -> list[ConfigWarning]:
@@ -332,6 +418,7 @@ def _line_col(prefix: str) -> tuple[int, int]:
 
 __all__ = [
     "DEFAULT_AGENT_ID",
+    "ENTRIES_IGNORED",
     "GLOBAL_BLOCK_PATH",
     "JSON5_HINT",
     "AgentBlock",
@@ -339,6 +426,7 @@ __all__ = [
     "LoadedConfig",
     "format_value",
     "format_warning",
+    "js_numbers",
     "load_openclaw_config",
     "parse_json5",
 ]

@@ -18,15 +18,20 @@ import os
 from pathlib import Path
 
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, parse_json5
-from streams.detection.config import normalize_agent_id
+from streams.detection.config import normalize_agent_id, show_value
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES, VERSION_TABLE, ProfileChoice, Version, parse_version
 
 _KEYS = frozenset({"default", "versions", "gateways", "agents"})
+_ROW = f'each row is {{from: "2026.8.0", profile: "{PROFILES[-1]}"}}'
 
 
 def check_profile(name: object, where: str, path: str) -> str:
-    if not isinstance(name, str) or name not in PROFILES:
-        raise ConfigFileError(path, f"{where}: unknown profile {name!r} (known: {', '.join(PROFILES)})")
+    """``name`` when it is a profile; a value that is not even a string is shown as JSON (``null``, not ``None``)."""
+    known = f"(known: {', '.join(PROFILES)})"
+    if not isinstance(name, str):
+        raise ConfigFileError(path, f"{where}: {show_value(name)} is not a profile name {known}")
+    if name not in PROFILES:
+        raise ConfigFileError(path, f"{where}: unknown profile {name!r} {known}")
     return name
 
 
@@ -52,14 +57,15 @@ def load_profile_choice(path: str | os.PathLike[str]) -> ProfileChoice:
             raise ConfigFileError(name, "versions must be a non-empty list of {from, profile}")
         parsed: list[tuple[Version, str]] = []
         for at, row in enumerate(rows):
-            first = (
-                parse_version(row.get("from", ""))
-                if isinstance(row, dict) and isinstance(row.get("from"), str)
-                else None
-            )
+            if not isinstance(row, dict):
+                raise ConfigFileError(name, f"versions[{at}] is not an object; {_ROW}")
+            for key in ("from", "profile"):
+                if key not in row:  # was "unknown profile None", which hid that the key is missing
+                    raise ConfigFileError(name, f"versions[{at}] lacks {key}; {_ROW}")
+            first = parse_version(row["from"]) if isinstance(row["from"], str) else None
             if first is None:
                 raise ConfigFileError(name, f"versions[{at}].from must be a version like 2026.8.0")
-            parsed.append((first, check_profile(row.get("profile"), f"versions[{at}].profile", name)))
+            parsed.append((first, check_profile(row["profile"], f"versions[{at}].profile", name)))
         table = tuple(sorted(parsed))
     maps: dict[str, dict[str, str]] = {}
     for key in ("gateways", "agents"):

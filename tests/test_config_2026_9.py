@@ -65,3 +65,26 @@ def test_config_check_reads_either_generation(tmp_path: Path) -> None:
     assert "retired since OpenClaw 2026.8" in done.stderr
     data = json.loads(_check(path, "--profile", "openclaw-2026.9", "--json").stdout)
     assert data["profile"] == PROFILE_2026_9 and data["agents"]["ops"]["enabled"] is False
+
+
+def test_non_object_entries_are_reported_in_document_order() -> None:
+    """A non-object ``agents.entries`` value was skipped without a warning, like a non-object list entry."""
+    doc = {
+        "agents": {
+            "entries": {
+                "a": {"tools": {"loopDetection": {"historySize": 5}}},
+                "b": "off",
+                "c": {"tools": {"loopDetection": {"enabled": True}}},
+            }
+        },
+        "tools": {"loopDetection": {"enabled": False}},
+    }
+    gen9 = LoadedConfig.from_document(doc).gen9
+    assert [(w.path, w.message) for w in gen9.warnings] == [
+        (
+            "agents.entries.a.tools.loopDetection.historySize",
+            "retired since OpenClaw 2026.8 (openclaw doctor removes it); built-in value applies",
+        ),
+        ("agents.entries.b", '"off" is not an object; ignored'),
+    ]
+    assert gen9.for_agent("c").enabled and not gen9.for_agent("b").enabled

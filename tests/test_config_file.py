@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.cli import main
-from streams.config_file import ConfigFileError, LoadedConfig, load_openclaw_config
-from streams.detection.types import LoopConfig
+from streams.config_2026_9 import document_position
+from streams.config_file import ENTRIES_IGNORED, ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.detection.config import resolve_loop_config
+from streams.detection.types import PROFILE_2026_9, LoopConfig
 
 CONFIG = """\
 // OpenClaw gateway config
@@ -97,12 +101,13 @@ def test_odd_documents_give_warnings_not_errors(tmp_path: Path) -> None:
     loaded = load_openclaw_config(write(tmp_path, text))
     assert loaded.default_config == LoopConfig()
     assert loaded.for_agent("x").enabled  # the first entry with an id wins
-    assert {w.path for w in loaded.warnings} == {
+    assert [w.path for w in loaded.warnings] == [  # in document order
         "tools.loopDetection",
+        "agents.list[0]",
         "agents.list[1].id",
         "agents.list[3].id",
         "agents.list[4].tools",
-    }
+    ]
     assert LoadedConfig.from_document([1, 2]).warnings[0].path == "(root)"
 
 
@@ -189,7 +194,7 @@ def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.
     _, err = capsys.readouterr()
     assert err.startswith("loopwatch config check: cannot use the config file (") and ":2:9): " in err
     assert main(["config", "check", str(tmp_path / "missing.json5")]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith("cannot read: No such file or directory; check the path\n")
 
 
 @pytest.mark.parametrize(
@@ -206,3 +211,143 @@ def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.
 def test_every_config_covers_each_agent_read_either_way(document: dict[str, object], detects: bool) -> None:
     configs = LoadedConfig.from_document(document).every_config()
     assert any(c.enabled for c in configs) is detects
+
+
+# --- QA pass: non-object entries, document order, agents.entries under 2026.7, JavaScript numbers ------------
+
+
+def test_a_non_object_agent_entry_is_one_warning_in_document_order() -> None:
+    """Was silently skipped; and structural warnings (ids) came before block warnings of earlier entries."""
+    doc = {
+        "agents": {
+            "list": [
+                {"id": "a"},
+                {"id": "a"},
+                {"id": "b", "tools": {"loopDetection": {"warningThreshold": 0}}},
+                {"tools": {"loopDetection": {}}},
+                "str",
+                3,
+                None,
+            ]
+        }
+    }
+    assert [format_warning(w) for w in LoadedConfig.from_document(doc).warnings] == [
+        "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'a'); OpenClaw uses the first entry",
+        "warning: agents.list[2].tools.loopDetection.warningThreshold: 0 is not a positive integer; the default "
+        "applies (using 10)",
+        "warning: agents.list[3].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored",
+        'warning: agents.list[4]: "str" is not an object; ignored',
+        "warning: agents.list[5]: 3 is not an object; ignored",
+        "warning: agents.list[6]: null is not an object; ignored",
+    ]
+    gen9 = LoadedConfig.from_document(doc).warnings_for(PROFILE_2026_9)
+    assert [w.path for w in gen9][-3:] == ["agents.list[4]", "agents.list[5]", "agents.list[6]"]
+
+
+def test_document_position_follows_keys_indexes_and_dotted_ids() -> None:
+    doc = {"agents": {"entries": {"a.b": {"tools": {}}, "a": 1}}, "tools": {"loopDetection": {"x": 1, "y": 2}}}
+    assert document_position(doc, "tools.loopDetection.y") == (1, 0, 1)
+    assert document_position(doc, "tools.loopDetection.missing") == (1, 0, 2)  # after what is there
+    assert document_position(doc, "agents.entries.a.b.tools.loopDetection") == (0, 0, 0, 0, 0)
+    assert document_position(doc, "agents.entries.a") == (0, 0, 1)
+    assert document_position({"l": [0, {"k": 1}]}, "l[1].k") == (0, 1, 0)
+    assert document_position({"l": [0]}, "l[5].k") == (0, 1)
+    assert document_position([1], "(root)") == (1,)
+
+
+def test_agents_before_tools_are_reported_first() -> None:
+    doc = {"agents": {"list": [7]}, "tools": {"loopDetection": {"bogus": 1}}}
+    assert [w.path for w in LoadedConfig.from_document(doc).warnings] == [
+        "agents.list[0]",
+        "tools.loopDetection.bogus",
+    ]
+
+
+def test_agents_entries_under_2026_7_is_reported() -> None:
+    """A config in the 2026.8+ layout passed the 2026.7 gate (exit 0) while its override was never read."""
+    doc = {"agents": {"entries": {"ops": {"tools": {"loopDetection": {"enabled": False}}}}}}
+    loaded = LoadedConfig.from_document(doc)
+    assert [format_warning(w) for w in loaded.warnings] == [
+        "warning: agents.entries: read only by openclaw-2026.9; under openclaw-2026.7 it is ignored"
+    ]
+    assert loaded.warnings[0].message == ENTRIES_IGNORED
+    assert loaded.warnings_for(PROFILE_2026_9) == ()  # 2026.9 reads it
+    assert LoadedConfig.from_document({"agents": {"entries": None}}).warnings == ()
+    both = {"agents": {"list": [{"id": "ops"}], "entries": {}}}
+    assert [format_warning(w) for w in LoadedConfig.from_document(both).warnings_for(PROFILE_2026_9)] == [
+        "warning: agents.list: read only by openclaw-2026.7 when agents.entries is set; under openclaw-2026.9 it is "
+        "ignored"
+    ]
+
+
+def _js_resolve(values: dict[str, int | float]) -> tuple[int, int, int]:
+    """OpenClaw 2026.7.35's resolveLoopDetectionConfig thresholds, in doubles as JavaScript computes them."""
+
+    def positive(key: str, fallback: float) -> float:
+        raw = values.get(key)
+        if raw is None:
+            return fallback
+        try:
+            number = float(raw)
+        except OverflowError:
+            return fallback  # JSON.parse gives Infinity: not an integer
+        return number if number.is_integer() and number > 0 else fallback
+
+    warning = positive("warningThreshold", 10.0)
+    critical = positive("criticalThreshold", 20.0)
+    global_ = positive("globalCircuitBreakerThreshold", 30.0)
+    if critical <= warning:
+        critical = warning + 1.0
+    if global_ <= critical:
+        global_ = critical + 1.0
+    return int(warning), int(critical), int(global_)
+
+
+_THRESHOLD = st.one_of(
+    st.integers(min_value=-5, max_value=200),
+    st.integers(min_value=-4, max_value=4).flatmap(
+        lambda d: st.sampled_from([2**52, 2**53, 2**54, 10**20, 2**64, 2**1023]).map(lambda b: b + d)
+    ),
+    st.integers(min_value=1, max_value=2**1100),
+    st.floats(min_value=1, max_value=1e300).map(float.__floor__).map(float),
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold"]), _THRESHOLD
+    )
+)
+def test_thresholds_resolve_as_javascript_doubles(values: dict[str, int | float]) -> None:
+    cfg = LoadedConfig.from_document({"tools": {"loopDetection": values}}).default_config
+    got = (cfg.warning_threshold, cfg.critical_threshold, cfg.global_circuit_breaker_threshold)
+    assert got == _js_resolve(values)
+    assert all(type(v) is int for v in got)
+    if all(isinstance(v, int) and abs(v) <= 2**52 for v in values.values()):  # normal values: unchanged
+        assert cfg == resolve_loop_config(values, None)[0]
+
+
+def test_a_huge_threshold_is_a_double_and_is_reported() -> None:
+    """``99999999999999999999`` resolved to exact integers ending ...001; OpenClaw's doubles give 1e20 for all."""
+    doc = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 99999999999999999999}}}
+    loaded = LoadedConfig.from_document(doc)
+    big = 10**20
+    assert loaded.resolved()["default"]["warningThreshold"] == big
+    cfg = loaded.default_config
+    assert (cfg.warning_threshold, cfg.critical_threshold, cfg.global_circuit_breaker_threshold) == (big, big, big)
+    assert [format_warning(w) for w in loaded.warnings] == [
+        "warning: tools.loopDetection.warningThreshold: 99999999999999999999 is beyond JavaScript's exact integers "
+        "(2**53); OpenClaw reads the nearest double (using 100000000000000000000)",
+        "warning: tools.loopDetection.criticalThreshold: criticalThreshold 20 (default) is not above warningThreshold "
+        "100000000000000000000 (from tools.loopDetection.warningThreshold); raised to warningThreshold + 1 (using "
+        "100000000000000000000)",
+        "warning: tools.loopDetection.globalCircuitBreakerThreshold: globalCircuitBreakerThreshold 30 (default) is "
+        "not above criticalThreshold 100000000000000000000; raised to criticalThreshold + 1 (using "
+        "100000000000000000000)",
+    ]
+    assert all(type(w.value_used) is int for w in loaded.warnings)
+    beyond = LoadedConfig.from_document({"tools": {"loopDetection": {"historySize": 10**400}}})
+    assert beyond.default_config.history_size == 30  # Infinity in JavaScript: not an integer
+    assert [w.message for w in beyond.warnings] == ["Infinity is not a positive integer; the default applies"]
+    elsewhere = {"gateway": {"port": 2**64 + 1}, "tools": {"loopDetection": {"warningThreshold": 15}}}
+    assert LoadedConfig.from_document(elsewhere).warnings == ()  # only numbers loop detection reads are reported

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from streams.config_file import JSON5_HINT, ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.detection.profiles import PROFILES
 from streams.errors import CommandError
 from streams.profile_choice import configure_profiles
 
@@ -17,7 +19,9 @@ def load_config(path: Path | str | None, args: argparse.Namespace, command: str)
     try:
         config = load_openclaw_config(Path(path)) if path else LoadedConfig.default()
     except ConfigFileError as exc:
-        raise exc.to_command_error() from None
+        # Only the worker takes the path from LOOPWATCH_CONFIG: without the flag, that is where it came from.
+        given = getattr(args, "config", None) is not None
+        raise exc.to_command_error("the path given to --config" if given else "the path in LOOPWATCH_CONFIG") from None
     profile_warnings = install_profiles(config, args)
     for warning in config.warnings:
         print(f"loopwatch {command}: {format_warning(warning)}", file=sys.stderr)
@@ -28,12 +32,26 @@ def load_config(path: Path | str | None, args: argparse.Namespace, command: str)
 
 def install_profiles(config: LoadedConfig, args: argparse.Namespace) -> list[str]:
     """``--profiles``/``--default-profile`` on ``config`` (see :func:`configure_profiles`); a profiles file that
-    cannot be used is named as such (its own file and flag, not "the config file"), exit status 2."""
+    cannot be used is named as such (its own file and flag, not "the config file"), exit status 2. A value from
+    LOOPWATCH_PROFILES / LOOPWATCH_DEFAULT_PROFILE is named by its variable: it is not on the command line."""
+    default = args.default_profile
+    if default is not None and default not in PROFILES:  # argparse checks the flag, not its variable
+        variable = os.environ.get("LOOPWATCH_DEFAULT_PROFILE") == default
+        what = f"{'LOOPWATCH_DEFAULT_PROFILE=' if variable else ''}{default!r} is not a known profile"
+        raise CommandError(what, "--default-profile", f"use one of {', '.join(PROFILES)}")
     try:
-        return configure_profiles(config, args.profiles, args.default_profile)
+        return configure_profiles(config, args.profiles, default)
     except ConfigFileError as exc:
         reason = f"{exc.reason}; {JSON5_HINT}" if exc.syntax else exc.reason
-        raise CommandError("cannot use the profiles file", f"--profiles {exc.where}", reason) from None
+        raise CommandError(
+            "cannot use the profiles file", f"{_profiles_flag(args.profiles)}{exc.where}", reason
+        ) from None
+
+
+def _profiles_flag(profiles: Path | None) -> str:
+    """``--profiles `` or, when the path is LOOPWATCH_PROFILES's (the flag's default), ``LOOPWATCH_PROFILES=``."""
+    variable = os.environ.get("LOOPWATCH_PROFILES")
+    return "LOOPWATCH_PROFILES=" if variable and profiles == Path(variable) else "--profiles "
 
 
 def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:

@@ -101,7 +101,7 @@ def js_truthy(value: object) -> bool:
     return True
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
     """A short JSON-like rendering of a config value for messages."""
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -125,7 +125,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
             out.extend(_flag_warnings(value, key_path, default=False, is_enabled=True))
         elif key in ("detectors", "postCompactionGuard"):
             if not isinstance(value, dict):
-                out.append(ConfigWarning(key_path, f"{_show(value)} is not an object; ignored", None))
+                out.append(ConfigWarning(key_path, f"{show_value(value)} is not an object; ignored", None))
                 continue
             for sub_key, sub_value in value.items():
                 sub_path = f"{key_path}.{sub_key}"
@@ -163,7 +163,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
 
 
 def _fallback(value: object, path: str, default: int) -> ConfigWarning:
-    return ConfigWarning(path, f"{_show(value)} is not a positive integer; the default applies", default)
+    return ConfigWarning(path, f"{show_value(value)} is not a positive integer; the default applies", default)
 
 
 def _flag_warnings(value: object, path: str, *, default: bool, is_enabled: bool) -> list[ConfigWarning]:
@@ -174,7 +174,7 @@ def _flag_warnings(value: object, path: str, *, default: bool, is_enabled: bool)
         message = f"null is not a boolean; the default ({_js(default)}) applies"
     else:
         used = js_truthy(value)
-        message = f"{_show(value)} is not a boolean; JavaScript truthiness makes it {_js(used)}"
+        message = f"{show_value(value)} is not a boolean; JavaScript truthiness makes it {_js(used)}"
     if is_enabled and not used:
         message += " (the post-compaction guard stays on: only false disables it)"
     return [ConfigWarning(path, message, used)]
@@ -198,7 +198,7 @@ def resolve_loop_config(
         if block is None or block is MISSING:
             continue
         if not isinstance(block, dict):
-            warnings.append(ConfigWarning(path, f"{_show(block)} is not an object; treated as absent", None))
+            warnings.append(ConfigWarning(path, f"{show_value(block)} is not an object; treated as absent", None))
             continue
         warnings.extend(_block_warnings(block, path))
         blocks.append((path, block))

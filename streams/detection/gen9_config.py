@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from streams.detection.config import ConfigWarning, _show
+from streams.detection.config import ConfigWarning, show_value
 from streams.detection.gen9_detectors import (
     CRITICAL,
     GLOBAL_BREAKER,
@@ -48,7 +48,7 @@ def block_warnings(block: dict[object, object], path: str) -> list[ConfigWarning
                 out.append(
                     ConfigWarning(
                         key_path,
-                        f"{_show(value)} is not a boolean; detection stays off (only true enables it) and the "
+                        f"{show_value(value)} is not a boolean; detection stays off (only true enables it) and the "
                         "post-compaction guard stays on (only false disables it)",
                         False,
                     )
@@ -80,7 +80,7 @@ def resolve_loop_config(
         if block is None or block is MISSING:
             continue
         if not isinstance(block, dict):
-            warnings.append(ConfigWarning(path, f"{_show(block)} is not an object; treated as absent", None))
+            warnings.append(ConfigWarning(path, f"{show_value(block)} is not an object; treated as absent", None))
             continue
         warnings.extend(block_warnings(block, path))
         value = block.get("enabled")

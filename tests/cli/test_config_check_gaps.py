@@ -1,0 +1,234 @@
+"""Gaps a QA pass of ``loopwatch config check`` (a CI gate for OpenClaw configs) and of the profiles found.
+
+A non-object ``agents.list`` entry passed without a warning and warnings came out of document order;
+``agents.entries`` (read only by 2026.9) passed the default 2026.7 gate with exit 0; a huge threshold resolved to
+exact integers where OpenClaw computes doubles; and four error lines named the wrong source or gave no hint. The
+pure parts are tested directly, the rest through the real executable from an empty directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.config_file import ConfigFileError
+from streams.profile_choice import load_profile_choice
+from tests.support.cli import CONFIG, Result, lw
+
+PROFILES = "openclaw-2026.7, openclaw-2026.9"
+ROW = 'each row is {from: "2026.8.0", profile: "openclaw-2026.9"}'
+HEADER = "agent      enabled  history  warn  crit  unknown  global  generic  poll  pingpong  guard  window"
+DEFAULT_ROW = "(default)  true     30       10    20    10       30      true     true  true      true   3"
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> Path:
+    directory = tmp_path / "empty"
+    directory.mkdir()
+    (directory / "events.jsonl").write_text("", encoding="utf-8")
+    return directory
+
+
+def write(directory: Path, name: str, text: str) -> str:
+    (directory / name).write_text(text, encoding="utf-8")
+    return name
+
+
+def one_line(result: Result, code: int, line: str) -> None:
+    assert (result.code, result.out, result.err) == (code, "", line + "\n")
+
+
+# --- 1. non-object agents.list entries, warnings in document order -----------------------------------------------
+
+
+def test_non_object_entries_warn_in_document_order(empty: Path) -> None:
+    name = write(
+        empty,
+        "c.json5",
+        """{ tools: { loopDetection: { enabled: true } },
+  agents: { list: [ {id: "a"}, {id: "a"}, {id: "b", tools: {loopDetection: {warningThreshold: 0}}},
+                    {tools: {loopDetection: {}}}, "str", 3, null ] } }""",
+    )
+    result = lw(empty, "config", "check", name)
+    assert result.code == 1
+    assert result.out.splitlines()[:4] == [
+        HEADER,
+        DEFAULT_ROW,
+        "a          true     30       10    20    10       30      true     true  true      true   3",
+        "b          true     30       10    20    10       30      true     true  true      true   3",
+    ]
+    assert result.err.splitlines() == [
+        "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'a'); OpenClaw uses the first entry",
+        "warning: agents.list[2].tools.loopDetection.warningThreshold: 0 is not a positive integer; the default "
+        "applies (using 10)",
+        "warning: agents.list[3].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored",
+        'warning: agents.list[4]: "str" is not an object; ignored',
+        "warning: agents.list[5]: 3 is not an object; ignored",
+        "warning: agents.list[6]: null is not an object; ignored",
+    ]
+
+
+def test_a_list_of_only_non_objects_fails_the_gate(empty: Path) -> None:
+    name = write(empty, "c.json5", '{tools: {loopDetection: {enabled: true}}, agents: {list: ["coder"]}}')
+    result = lw(empty, "config", "check", name)
+    assert (result.code, result.err) == (1, 'warning: agents.list[0]: "coder" is not an object; ignored\n')
+    as9 = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
+    assert (as9.code, as9.err.splitlines()) == (
+        1,
+        [
+            "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
+            'warning: agents.list[0]: "coder" is not an object; ignored',
+        ],
+    )
+
+
+# --- 2. a key only the other profile reads ----------------------------------------------------------------------
+
+ENTRIES = (
+    "{tools: {loopDetection: {enabled: true}}, agents: {entries: {ops: {tools: {loopDetection: {enabled: false}}}}}}"
+)
+
+
+def test_agents_entries_fails_the_2026_7_gate(empty: Path) -> None:
+    name = write(empty, "c.json5", ENTRIES)
+    result = lw(empty, "config", "check", name)
+    assert (result.code, result.out.splitlines()[:2]) == (1, [HEADER, DEFAULT_ROW])
+    assert result.err == "warning: agents.entries: read only by openclaw-2026.9; under openclaw-2026.7 it is ignored\n"
+    as_json = lw(empty, "config", "check", name, "--json")
+    assert as_json.code == 1
+    assert json.loads(as_json.out)["warnings"] == [
+        {
+            "path": "agents.entries",
+            "message": "read only by openclaw-2026.9; under openclaw-2026.7 it is ignored",
+            "value_used": None,
+        }
+    ]
+    as9 = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
+    assert (as9.code, as9.err) == (0, "")  # the generation that reads it: nothing to say
+    assert as9.out.splitlines()[2] == "ops        false    false  3"
+
+
+def test_agents_list_next_to_entries_fails_the_2026_9_gate(empty: Path) -> None:
+    name = write(empty, "c.json5", '{agents: {entries: {}, list: [{id: "ops"}]}}')
+    result = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
+    assert (result.code, result.err) == (
+        1,
+        "warning: agents.list: read only by openclaw-2026.7 when agents.entries is set; under openclaw-2026.9 it is "
+        "ignored\n",
+    )
+
+
+def test_replay_reports_agents_entries_under_the_default_profile(empty: Path) -> None:
+    name = write(empty, "c.json5", ENTRIES)
+    result = lw(empty, "replay", "--events", "events.jsonl", "--config", name)
+    assert result.code == 0
+    assert result.err.splitlines()[0] == (
+        "loopwatch replay: warning: agents.entries: read only by openclaw-2026.9; under openclaw-2026.7 it is ignored"
+    )
+
+
+# --- 3. numbers as JavaScript's doubles ----------------------------------------------------------------------------
+
+
+def test_a_huge_threshold_resolves_as_openclaw_doubles(empty: Path) -> None:
+    name = write(empty, "c.json5", "{tools: {loopDetection: {enabled: true, warningThreshold: 99999999999999999999}}}")
+    result = lw(empty, "config", "check", name)
+    big = "100000000000000000000"
+    assert result.code == 1
+    assert result.out.splitlines()[1].split() == ["(default)", "true", "30", big, big, "10", big, *["true"] * 4, "3"]
+    assert result.err.splitlines() == [
+        "warning: tools.loopDetection.warningThreshold: 99999999999999999999 is beyond JavaScript's exact integers "
+        f"(2**53); OpenClaw reads the nearest double (using {big})",
+        "warning: tools.loopDetection.criticalThreshold: criticalThreshold 20 (default) is not above warningThreshold "
+        f"{big} (from tools.loopDetection.warningThreshold); raised to warningThreshold + 1 (using {big})",
+        "warning: tools.loopDetection.globalCircuitBreakerThreshold: globalCircuitBreakerThreshold 30 (default) is "
+        f"not above criticalThreshold {big}; raised to criticalThreshold + 1 (using {big})",
+    ]
+    resolved = json.loads(lw(empty, "config", "check", name, "--json").out)["default"]
+    assert [resolved[k] for k in ("warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold")] == [
+        10**20
+    ] * 3
+
+
+def test_normal_thresholds_are_unchanged(empty: Path) -> None:
+    name = write(empty, "c.json5", "{tools: {loopDetection: {enabled: true, warningThreshold: 4503599627370496}}}")
+    result = lw(empty, "config", "check", name)  # 2**52: every + 1 is exact
+    assert result.out.splitlines()[1].split()[3:7] == ["4503599627370496", "4503599627370497", "10", "4503599627370498"]
+
+
+# --- 4. error lines that name their source and say what to do ------------------------------------------------------
+
+
+def test_bad_default_profile_variable_is_named(empty: Path) -> None:
+    result = lw(empty, "replay", "--events", "events.jsonl", env={"LOOPWATCH_DEFAULT_PROFILE": "bogus"})
+    one_line(
+        result,
+        2,
+        "loopwatch replay: LOOPWATCH_DEFAULT_PROFILE='bogus' is not a known profile (--default-profile): use one of "
+        + PROFILES,
+    )
+    config = write(empty, "on.json5", CONFIG)
+    flag_wins = lw(
+        empty,
+        "replay",
+        "--events",
+        "events.jsonl",
+        "--config",
+        config,
+        "--default-profile",
+        "openclaw-2026.9",
+        env={"LOOPWATCH_DEFAULT_PROFILE": "bogus"},
+    )
+    assert (flag_wins.code, flag_wins.err) == (0, "")
+
+
+def test_profiles_variable_is_named(empty: Path) -> None:
+    result = lw(empty, "replay", "--events", "events.jsonl", env={"LOOPWATCH_PROFILES": "missing.json5"})
+    one_line(
+        result,
+        2,
+        "loopwatch replay: cannot use the profiles file (LOOPWATCH_PROFILES=missing.json5): cannot read: No such "
+        "file or directory",
+    )
+    flag = lw(empty, "replay", "--events", "events.jsonl", "--profiles", "missing.json5")
+    one_line(
+        flag,
+        2,
+        "loopwatch replay: cannot use the profiles file (--profiles missing.json5): cannot read: No such file or "
+        "directory",
+    )
+
+
+@pytest.mark.parametrize(
+    ("versions", "reason"),
+    [
+        ('[{from: "2026.8.0"}]', f"versions[0] lacks profile; {ROW}"),
+        (
+            '[{from: "2026.8.0", profile: "openclaw-2026.9"}, {profile: "openclaw-2026.7"}]',
+            f"versions[1] lacks from; {ROW}",
+        ),
+        ('["openclaw-2026.9"]', f"versions[0] is not an object; {ROW}"),
+        ('[{from: "2026.8.0", profile: null}]', f"versions[0].profile: null is not a profile name (known: {PROFILES})"),
+    ],
+)
+def test_versions_row_mistakes_are_named(empty: Path, versions: str, reason: str) -> None:
+    name = write(empty, "p.json5", f"{{versions: {versions}}}")
+    with pytest.raises(ConfigFileError) as info:
+        load_profile_choice(empty / name)
+    assert info.value.reason == reason
+    result = lw(empty, "replay", "--events", "events.jsonl", "--profiles", name)
+    one_line(result, 2, f"loopwatch replay: cannot use the profiles file (--profiles p.json5): {reason}")
+
+
+def test_unreadable_config_says_what_to_check(empty: Path) -> None:
+    missing = "cannot use the config file (missing.json5): cannot read: No such file or directory"
+    one_line(lw(empty, "config", "check", "missing.json5"), 2, f"loopwatch config check: {missing}; check the path")
+    replay = lw(empty, "replay", "--events", "events.jsonl", "--config", "missing.json5")
+    one_line(replay, 2, f"loopwatch replay: {missing}; check the path given to --config")
+    worker = lw(empty, "worker", env={"LOOPWATCH_CONFIG": "missing.json5"})
+    one_line(worker, 2, f"loopwatch worker: {missing}; check the path in LOOPWATCH_CONFIG")
+    write(empty, "on.json5", CONFIG)
+    worker_flag = lw(empty, "worker", "--config", "missing.json5", env={"LOOPWATCH_CONFIG": "on.json5"})
+    one_line(worker_flag, 2, f"loopwatch worker: {missing}; check the path given to --config")
