@@ -27,7 +27,7 @@ $(STAMP): $(RUNTIME_STAMP)
 
 # Two processes: the integration tests one after another in one, the quick tests beside them (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 test-unit: install
 	$(BIN)/python -m pytest -q -m "not integration" $(PYTEST_ARGS)
