@@ -63,13 +63,6 @@ def broker(cwd: Path, *args: str) -> Done:
 
 
 @pytest.fixture
-def empty(tmp_path: Path) -> Path:
-    directory = tmp_path / "empty"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture
 def busy_port() -> Iterator[int]:
     """A port something listens on: a file error must still be told as such, not as "port in use"."""
     with socket.socket() as taken:

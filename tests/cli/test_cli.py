@@ -45,13 +45,6 @@ def port_taken(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.fixture
-def empty(tmp_path: Path) -> Path:
-    directory = tmp_path / "empty"
-    directory.mkdir()
-    return directory
-
-
 # --- no Kafka needed ---------------------------------------------------------------------------------------
 
 

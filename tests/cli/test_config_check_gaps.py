@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.config_file import ConfigFileError
+from streams.config_file import ConfigFileError, format_warning, load_openclaw_config
 from streams.profile_choice import load_profile_choice
 from tests.support.cli import CONFIG, Result, lw
 
@@ -24,11 +24,10 @@ DEFAULT_ROW = "(default)  true     30       10    20    10       30      true   
 
 
 @pytest.fixture
-def empty(tmp_path: Path) -> Path:
-    directory = tmp_path / "empty"
-    directory.mkdir()
-    (directory / "events.jsonl").write_text("", encoding="utf-8")
-    return directory
+def empty(empty: Path) -> Path:
+    """The shared empty directory (tests/cli/conftest.py), with an empty events file for replay."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    return empty
 
 
 def write(directory: Path, name: str, text: str) -> str:
@@ -59,14 +58,11 @@ def test_non_object_entries_warn_in_document_order(empty: Path) -> None:
         "a          true     30       10    20    10       30      true     true  true      true   3",
         "b          true     30       10    20    10       30      true     true  true      true   3",
     ]
-    assert result.err.splitlines() == [
-        "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'a'); OpenClaw uses the first entry",
-        "warning: agents.list[2].tools.loopDetection.warningThreshold: 0 is not a positive integer; the default "
-        "applies (using 10)",
-        "warning: agents.list[3].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored",
-        'warning: agents.list[4]: "str" is not an object; ignored',
-        "warning: agents.list[5]: 3 is not an object; ignored",
-        "warning: agents.list[6]: null is not an object; ignored",
+    # the library's warnings, in document order (their exact texts: tests/test_config_file.py)
+    assert result.err.splitlines() == [format_warning(w) for w in load_openclaw_config(empty / name).warnings]
+    assert [line.split(":")[1].strip() for line in result.err.splitlines()] == [
+        f"agents.list[{i}]{'.id' if i in (1, 3) else '.tools.loopDetection.warningThreshold' if i == 2 else ''}"
+        for i in range(1, 7)
     ]
 
 

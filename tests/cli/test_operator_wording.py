@@ -21,13 +21,6 @@ JSON5 = "the file must be JSON5 (json5.org)"
 NOT_A_LIST = "is not HOST:PORT[,HOST:PORT] (--bootstrap)"
 
 
-@pytest.fixture
-def empty(tmp_path: Path) -> Path:
-    directory = tmp_path / "empty"
-    directory.mkdir()
-    return directory
-
-
 def one_line(result: Result, code: int, line: str) -> None:
     assert (result.code, result.out, result.err) == (code, "", line + "\n")
 

@@ -18,14 +18,6 @@ from tests.support.cli import Result, lw
 from tests.support.procs import free_port
 
 HELP = "see 'loopwatch simulate --help'"
-HELP = "see 'loopwatch simulate --help'"
-
-
-@pytest.fixture
-def empty(tmp_path: Path) -> Path:
-    directory = tmp_path / "empty"
-    directory.mkdir()
-    return directory
 
 
 def refused(result: Result, line: str) -> None:
