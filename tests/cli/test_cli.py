@@ -310,6 +310,11 @@ def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> 
     """``loopwatch worker --bootstrap B`` from an empty directory: every other setting is a default (or a
     LOOPWATCH_* variable: the config, storms of 2 runs). It finds out by itself that the broker is the embedded
     one, as a user's worker started beside ``loopwatch broker`` does."""
+    # A quick test in the suite's other process may hold a default port for a few seconds (a worker waiting for
+    # Kafka): wait for them, bounded, before calling them taken.
+    deadline = time.monotonic() + 60
+    while (port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT)) and time.monotonic() < deadline:
+        time.sleep(0.5)
     if port_taken(DEFAULT_WEB_PORT) or port_taken(DEFAULT_METRICS_PORT):
         pytest.skip(f"the default ports {DEFAULT_WEB_PORT}/{DEFAULT_METRICS_PORT} are taken on this machine")
     directory = tmp_path_factory.mktemp("worker-home")
