@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
                     for w in candidate.warnings_for(profile):
                         print(f"loopwatch whatif: candidate [{profile}]: {format_warning(w)}", file=sys.stderr)
     except ConfigFileError as exc:
-        raise exc.to_command_error() from None
+        flag = "--candidate" if args.candidate is not None and exc.path == str(args.candidate) else "--config"
+        raise exc.to_command_error(f"the path given to {flag}") from None
 
     if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
         print(

@@ -264,6 +264,16 @@ def test_the_broker_refuses_topic_creation_over_a_protocol_it_does_not_serve(emp
     )
 
 
+def test_whatif_names_the_flag_of_a_config_file_it_cannot_read(empty: Path) -> None:
+    """It said only "check the path": whatif takes two config files, so the flag says which."""
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    unreadable = "cannot use the config file (nope.json5): cannot read: No such file or directory; check the path"
+    for argv, flag in ((["--candidate", "nope.json5"], "--candidate"),
+                       (["--config", "nope.json5", "--candidate-profile", "openclaw-2026.9"], "--config")):  # fmt: skip
+        one_line(lw(empty, "whatif", "--events", "events.jsonl", *argv), 2,
+                 f"loopwatch whatif: {unreadable} given to {flag}")  # fmt: skip
+
+
 # --- 6. publish names the file of a bad line -----------------------------------------------------------------------
 
 
