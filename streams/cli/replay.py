@@ -272,6 +272,13 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:
         raise reader.read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+    if not any(read.records.values()) and (args.start is not None or args.end is not None):
+        spans = ", ".join(f"{p}: {lo}..{hi}" for p, (lo, hi) in sorted(read.ranges.items()))
+        print(
+            f"loopwatch replay: note: no record of {args.topic} in the range (partition: [from, to) {spans}); "
+            "check --from/--to",
+            file=sys.stderr,
+        )
     events, bad = source.decode_records(read.records)
     reader.check_kind(args.topic, "events", sum(map(len, events.values())), [b.describe(args.topic) for b in bad])
     if args.run is not None and bad:

@@ -182,6 +182,16 @@ def test_a_topic_of_another_kind_is_one_line_naming_it(fed: Fed) -> None:
         assert line.endswith(f": {where[kind]}"), line
 
 
+def test_a_range_past_the_end_says_it_holds_no_record(fed: Fed) -> None:
+    """It printed nothing at all and ended with 0, as if the range held events that decided nothing."""
+    result = _cli(*fed.base, "--from", "100000")
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+    assert f"loopwatch replay: note: no record of {fed.names.events} in the range (partition: [from, to) 0: " in (
+        result.stderr
+    ), result.stderr
+    assert result.stderr.rstrip().endswith("check --from/--to"), result.stderr
+
+
 def _explained(doc: dict[str, Any]) -> dict[str, tuple[str, str, int, int]]:
     """verdict id -> (decision, detector, count, offset) of every published decision of a ``--run --json``."""
     return {
