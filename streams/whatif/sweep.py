@@ -29,8 +29,9 @@ SWEEP_KEYS: Final[dict[str, str]] = {
     "postCompactionGuard.windowSize": "guard_window_size",
 }
 MAX_SWEEP_VALUES: Final = 200
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
-_LIST = re.compile(r"^\s*\d+\s*(,\s*\d+\s*)*$")
+# Signed, so that a negative value is refused as not positive rather than as not a range.
+_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?$")
+_LIST = re.compile(r"^\s*-?\d+\s*(,\s*-?\d+\s*)*$")
 
 
 class SweepError(ValueError):

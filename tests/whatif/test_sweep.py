@@ -27,6 +27,9 @@ def test_parse_ranges_steps_and_lists() -> None:
         ("enabled=1..2", "cannot sweep 'enabled'"),
         ("warningThreshold=9..5", "empty range"),
         ("warningThreshold=0..5", "positive"),
+        ("warningThreshold=-5..3", "values must be positive"),  # was "expected a..b", though it is a range
+        ("warningThreshold=-1,3", "values must be positive"),
+        ("warningThreshold=5..8:-1", "step must be a positive"),
         ("warningThreshold=1..5:0", "step"),
         ("warningThreshold=a..b", "expected a..b"),
         ("warningThreshold=1..1000", "at most"),
