@@ -8,7 +8,6 @@ unparseable file is an error; everything else becomes a warning.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -42,40 +41,21 @@ JSON5_HINT = "the file must be JSON5 (json5.org)"
 ENTRIES_IGNORED = f"read only by {PROFILE_2026_9}; under {PROFILE_2026_7} it is ignored"
 #: Blocks whose numbers the 2026.7 reader uses: a rounded number there is reported.
 _READ_BLOCK = re.compile(r"(tools|agents\.list\[\d+\]\.tools)\.loopDetection\.")
-#: Integers up to here stay plain: a ``+ 1`` or two on them is exact in doubles too.
-_EXACT = 2**52
-
-
-class _JsNumber(int):
-    """An integer OpenClaw holds as a double. JSON5 gives Python exact integers, but JavaScript parses
-    ``99999999999999999999`` to 1e20 and computes the clamps' ``warningThreshold + 1`` in doubles (1e20 again,
-    not ...001); the resolution's ``+ 1`` goes through here. Only ever holds a value a double can."""
-
-    __slots__ = ()
-
-    def __add__(self, other: int, /) -> int:
-        total = float(self) + float(other)
-        return _JsNumber(int(total)) if math.isfinite(total) else int.__add__(self, other)
-
-    def __radd__(self, other: int, /) -> int:
-        return self.__add__(other)
+#: Integers up to here are exact in a JavaScript number too.
+_EXACT = 2**53
 
 
 def js_numbers(document: object, warnings: list[ConfigWarning], path: str = "") -> object:
-    """``document`` with its numbers as JavaScript parses them: an integer a double cannot hold becomes the
-    nearest double (reported, with the value used, when the 2026.7 reader uses it), one beyond the double range
-    becomes Infinity (then not a positive integer), and large integral ones compute as doubles (:class:`_JsNumber`).
-    Everything up to 2**52 is returned as it was."""
+    """``document`` with its integers as JavaScript parses them: one a double cannot hold becomes the nearest
+    double (reported, with the value used, when the 2026.7 reader uses it), one beyond the double range becomes
+    Infinity (then not a positive integer). JSON5 gives Python exact integers, where OpenClaw reads
+    ``99999999999999999999`` as 1e20; the clamps' ``+ 1`` then rounds as well (``streams.detection.config.above``).
+    Everything within 2**53 is returned as it was."""
     if isinstance(document, dict):
         return {k: js_numbers(v, warnings, f"{path}.{k}" if path else str(k)) for k, v in document.items()}
     if isinstance(document, list):
         return [js_numbers(v, warnings, f"{path}[{i}]") for i, v in enumerate(document)]
-    if isinstance(document, bool) or not isinstance(document, int | float):
-        return document
-    if isinstance(document, float):
-        integral = math.isfinite(document) and document.is_integer() and document > _EXACT
-        return _JsNumber(int(document)) if integral else document
-    if -_EXACT <= document <= _EXACT:
+    if isinstance(document, bool) or not isinstance(document, int) or -_EXACT <= document <= _EXACT:
         return document
     try:
         double = float(document)
@@ -89,7 +69,7 @@ def js_numbers(document: object, warnings: list[ConfigWarning], path: str = "") 
                 int(double),
             )
         )
-    return _JsNumber(int(double))
+    return int(double)
 
 
 class ConfigFileError(Exception):
@@ -151,20 +131,17 @@ class LoadedConfig:
         self.path = path
         self.global_block = global_block
         self.agents: tuple[AgentBlock, ...] = tuple(agents)
-        default_config, global_warnings = resolve_loop_config(global_block, None)
-        self.default_config = _plain_config(default_config)
+        self.default_config, global_warnings = resolve_loop_config(global_block, None)
         collected: list[ConfigWarning] = [*extra_warnings, *global_warnings]
         self._by_id: dict[str, LoopConfig] = {}
         for agent in self.agents:
             if agent.agent_id in self._by_id:
                 continue  # the first entry with an id wins, like OpenClaw's lookup
             config, agent_warnings = resolve_loop_config(global_block, agent.block, agent_path=agent.path)
-            self._by_id[agent.agent_id] = _plain_config(config)
+            self._by_id[agent.agent_id] = config
             collected.extend(agent_warnings)
         self._document = document if document is not None else {"tools": {"loopDetection": global_block}}
-        self.warnings: tuple[ConfigWarning, ...] = in_document_order(
-            (_plain_warning(w) for w in _dedupe(collected)), self._document
-        )
+        self.warnings: tuple[ConfigWarning, ...] = in_document_order(_dedupe(collected), self._document)
         self._memo: dict[str | None, LoopConfig] = {}
         self.config_hash = _config_hash(self.default_config, self._by_id)
         self._gen9: Config2026_9 | None = None
@@ -306,25 +283,6 @@ def format_warning(warning: ConfigWarning) -> str:
     still read), so it gets no ``(using …)``: "(using nothing)" contradicted "still read"."""
     used = "" if warning.value_used is None else f" (using {format_value(warning.value_used)})"
     return f"warning: {warning.path}: {warning.message}{used}"
-
-
-def _plain_config(config: LoopConfig) -> LoopConfig:
-    """``config`` with plain ints: a :class:`_JsNumber` stays inside the resolution."""
-    return dataclasses.replace(
-        config,
-        history_size=int(config.history_size),
-        warning_threshold=int(config.warning_threshold),
-        critical_threshold=int(config.critical_threshold),
-        unknown_tool_threshold=int(config.unknown_tool_threshold),
-        global_circuit_breaker_threshold=int(config.global_circuit_breaker_threshold),
-        guard_window_size=int(config.guard_window_size),
-    )
-
-
-def _plain_warning(warning: ConfigWarning) -> ConfigWarning:
-    if isinstance(warning.value_used, _JsNumber):
-        return dataclasses.replace(warning, value_used=int(warning.value_used))
-    return warning
 
 
 def _dedupe(warnings: Iterable[ConfigWarning]) -> list[ConfigWarning]:

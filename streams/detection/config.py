@@ -101,6 +101,18 @@ def js_truthy(value: object) -> bool:
     return True
 
 
+#: Beyond this an integer is not exact in a JavaScript number, so OpenClaw's ``+ 1`` rounds.
+_JS_EXACT: Final = 2**53
+
+
+def above(threshold: int) -> int:
+    """``threshold + 1`` as OpenClaw's clamps compute it: in doubles, so past 2**53 it rounds (1e20 + 1 is 1e20).
+    The config reader gives a number beyond that range as the double it parses to (``streams.config_file``)."""
+    if threshold < _JS_EXACT:
+        return threshold + 1
+    return int(float(threshold) + 1.0)
+
+
 def show_value(value: object) -> str:
     """A short JSON-like rendering of a config value for messages."""
     try:
@@ -146,17 +158,17 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
             ConfigWarning(
                 f"{path}.criticalThreshold",
                 f"{WARNING_BEFORE_CRITICAL} ({warning} >= {critical}; raised to warningThreshold + 1)",
-                warning + 1,
+                above(warning),
             )
         )
     if critical is not None and global_ is not None and critical >= global_:
         effective_warning = warning if warning is not None else NUMERIC_DEFAULTS["warningThreshold"]
-        effective_critical = critical if critical > effective_warning else effective_warning + 1
+        effective_critical = critical if critical > effective_warning else above(effective_warning)
         out.append(
             ConfigWarning(
                 f"{path}.globalCircuitBreakerThreshold",
                 f"{CRITICAL_BEFORE_GLOBAL} ({critical} >= {global_}; raised to criticalThreshold + 1)",
-                effective_critical + 1,
+                above(effective_critical),
             )
         )
     return out
@@ -243,10 +255,10 @@ def resolve_loop_config(
                     f"criticalThreshold {critical} ({origin(c_src, 'criticalThreshold', c_ok)}) is not above "
                     f"warningThreshold {warning} ({origin(w_src, 'warningThreshold', w_ok)}); "
                     "raised to warningThreshold + 1",
-                    warning + 1,
+                    above(warning),
                 )
             )
-        critical = warning + 1
+        critical = above(warning)
     if global_ <= critical:
         sources = {*critical_sources, g_src}
         explained = len(sources - {None}) == 1 and g_src is not None and g_src == c_src and g_ok and c_ok
@@ -257,10 +269,10 @@ def resolve_loop_config(
                     f"globalCircuitBreakerThreshold {global_} "
                     f"({origin(g_src, 'globalCircuitBreakerThreshold', g_ok)}) is not above "
                     f"criticalThreshold {critical}; raised to criticalThreshold + 1",
-                    critical + 1,
+                    above(critical),
                 )
             )
-        global_ = critical + 1
+        global_ = above(critical)
 
     enabled_raw = top["enabled"][0] if "enabled" in top else None
     window = _positive_int(guard.get("windowSize"))
