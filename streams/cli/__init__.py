@@ -13,14 +13,13 @@ import io
 import logging
 import os
 import re
-import signal
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 from importlib import metadata
-from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from streams.cli._signals import sigterm_raises
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, exit_code_table, report
 
 if TYPE_CHECKING:
@@ -217,10 +216,6 @@ _OWN_SIGNALS = frozenset({"worker", "broker"})
 _LIBRARIES = ("aiokafka", "kafka")  # loggers whose records reach the user (critical only)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 @contextlib.contextmanager
 def _command_context(command: str) -> Iterator[None]:
     """What every command but the worker and the broker shares: SIGTERM stops it as Ctrl-C does (a follow command
@@ -244,14 +239,9 @@ def _command_context(command: str) -> Iterator[None]:
         logger.setLevel(logging.CRITICAL)
         logger.propagate = False
     try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        previous = None
-    try:
-        yield
+        with sigterm_raises(KeyboardInterrupt):
+            yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         for logger, level, propagate in saved:
             logger.removeHandler(handler)
             logger.setLevel(level)

@@ -20,7 +20,8 @@ from streams.worker.options import flag_value, integer, number
 from streams.worker.settings import environ
 
 
-def _int(text: str) -> int:
+def any_int(text: str) -> int:
+    """Any integer, negative ones too, in the words of every integer setting (``streams.worker.options``)."""
     return flag_value(integer, text)
 
 
@@ -29,14 +30,14 @@ def _float(text: str) -> float:
 
 
 def positive_int(text: str) -> int:
-    value = _int(text)
+    value = any_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be a positive integer")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    value = _int(text)
+    value = any_int(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return value
@@ -58,7 +59,7 @@ def fraction(text: str) -> float:
 
 def port(text: str) -> int:
     """A TCP port, 0 included (0: the system picks a free one)."""
-    value = _int(text)
+    value = any_int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be a port number from 0 to 65535")
     return value

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.cli._args import bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
+from streams.cli._args import any_int, bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
 from streams.errors import CommandError
 from streams.kafka.security import (
     PLAINTEXT,
@@ -32,7 +32,6 @@ from streams.kafka.security import (
 )
 from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE, event_count, simulate
 from streams.topics import EVENTS_TOPIC
-from streams.worker.options import flag_value, integer
 
 DEFAULT_DURATION = 60.0  # a minute of the default fleet: 3,600 records
 #: Records of one run at most (rate x duration): about 15 minutes and 40 GB of JSON Lines; --rate 1e12 ran for ever.
@@ -44,11 +43,6 @@ MAX_DURATION = 1_000_000_000.0
 _BOOTSTRAP_ONLY = (("--topic", "topic"), ("--realtime", "realtime"))
 #: Flags that shape valid events only, refused when every record is malformed.
 _VALID_ONLY = (("--hashed", "hashed"), ("--usage", "usage"))
-
-
-def _seed(text: str) -> int:
-    """Any integer, negative ones included (as before), refused in the words of the other integer flags."""
-    return flag_value(integer, text)
 
 
 def _duration(text: str) -> float:
@@ -84,7 +78,7 @@ def register(sub: Any) -> None:
         default=DEFAULT_DURATION,
         help=f"simulated seconds (default {DEFAULT_DURATION:g}; at most {MAX_DURATION:,.0f})",
     )
-    p.add_argument("--seed", type=_seed, default=0, help="random seed (same seed, same bytes; default 0)")
+    p.add_argument("--seed", type=any_int, default=0, help="random seed (same seed, same bytes; default 0)")
     p.add_argument("--hashed", action="store_true", help="send args_hash/result_hash instead of raw values")
     p.add_argument("--malformed", type=fraction, default=0.0, help="fraction of bad records (0..1)")
     p.add_argument(

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import signal
 import sys
 from collections.abc import Mapping
-from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 from streams.cli._config import load_config, note_detection_off
+from streams.cli._signals import sigterm_raises
 from streams.errors import EXIT_UNAVAILABLE, CommandError
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
@@ -97,23 +96,14 @@ class _Terminated(BaseException):
     failure of that step."""
 
 
-def _terminate(signum: int, frame: FrameType | None) -> NoReturn:
-    raise _Terminated
-
-
 def run(args: argparse.Namespace) -> int:
     """Start the worker; SIGTERM at any point stops it with the same line and status as a running worker's."""
     try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread (run in-process): signals are not ours to handle
-        return _run(args)
-    try:
-        return _run(args)
+        with sigterm_raises(_Terminated):
+            return _run(args)
     except _Terminated:
         print("loopwatch worker: stopped (exit status 0)", file=sys.stderr, flush=True)
         return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
