@@ -83,11 +83,18 @@ from streams.worker.topics import raw_topic
 
 log = logging.getLogger(__name__)
 
-TOPICS_LOST = "the cluster lost the worker's topics"
-TOPICS_LOST_HINT = (
+_TOPICS_LOST = "the cluster lost the worker's topics"
+_TOPICS_LOST_HINT = (
     "the broker was restarted with empty storage or the topics were deleted; start the worker again: it creates "
     "them and rebuilds its state from what the cluster holds"
 )
+
+
+def _topics_lost_line(which: str) -> str:
+    """The worker's one line when the cluster lost its topics (found by the topic check or by Faust's recovery)."""
+    return f"loopwatch worker: {_TOPICS_LOST} ({which}): {_TOPICS_LOST_HINT}"
+
+
 _SWEEP_CHUNK = 200  # keys per lock hold: the sweep must not stall event processing for long
 _STORE_CHUNK = 32  # runs a store step encodes and writes per lock hold, about 2 ms (see _store)
 _CHECK_EVERY = 30  # sweeps between full reads of the store that check the expiry index (5 min by default)
@@ -913,7 +920,7 @@ class LoopwatchWorker:
         else:  # pragma: no cover - execute_from_commandline always raises SystemExit
             status = 0
         if worker.lost is not None:
-            print(f"loopwatch worker: {TOPICS_LOST} ({worker.lost}): {TOPICS_LOST_HINT}", file=sys.stderr, flush=True)
+            print(_topics_lost_line(worker.lost), file=sys.stderr, flush=True)
             return EXIT_UNAVAILABLE
         return status
 
@@ -1016,7 +1023,7 @@ def _exit_topics_lost(lost: Sequence[str]) -> None:
     embedded broker, topics deleted), so nothing it does now reaches anyone; nothing is committed."""
     _flush_logs()
     with contextlib.suppress(Exception):
-        print(f"loopwatch worker: {TOPICS_LOST} ({', '.join(lost)}): {TOPICS_LOST_HINT}", file=sys.stderr, flush=True)
+        print(_topics_lost_line(", ".join(lost)), file=sys.stderr, flush=True)
     os._exit(EXIT_UNAVAILABLE)
 
 
