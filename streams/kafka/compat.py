@@ -376,7 +376,7 @@ async def rewind_uncommitted(
         await consumer.seek_to_beginning(*to_beginning)
         rewound.extend(to_beginning)
     if rewound:
-        log.info("rewound uncommitted partitions: %s", partition_ranges(rewound))
+        log.debug("rewound uncommitted partitions: %s", partition_ranges(rewound))
     return rewound
 
 

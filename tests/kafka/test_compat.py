@@ -9,6 +9,7 @@ seek them to their committed offsets, resume the flow control (clears stream que
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -383,10 +384,13 @@ def test_a_revocation_waits_for_the_sink_and_stops_bulk_delivery_until_the_next_
     assert [offsets for _, offsets, _ in sink.runs] == [[5, 6]]
 
 
-def test_rewound_uncommitted_partitions_are_sought_from_their_start_offset() -> None:
+def test_rewound_uncommitted_partitions_are_sought_from_their_start_offset(caplog: pytest.LogCaptureFixture) -> None:
     """Faust (and remedy 4) learn where a rewound partition starts, so a record prefetched from an older position
-    before the rewind landed does not pass as its first one (``test_a_delivery_after_the_seek...`` then holds)."""
+    before the rewind landed does not pass as its first one (``test_a_delivery_after_the_seek...`` then holds).
+    The rewind is routine on every fresh group, so it is logged below the operator's default level."""
     from aiokafka import TopicPartition
+
+    caplog.set_level(logging.DEBUG, logger="streams.kafka.compat")
 
     consumer, _ = consumer_of()
     changelog = CHANGELOG[0]
@@ -409,6 +413,8 @@ def test_rewound_uncommitted_partitions_are_sought_from_their_start_offset() -> 
     thread._consumer = Aio()
     starts = run(thread._seek_to_committed_or_reset())
     assert starts == {EVENTS[0]: 3, EVENTS[1]: 3, changelog: None, TP("ev2", 0): 9}
+    rewinds = [r for r in caplog.records if r.getMessage().startswith("rewound uncommitted partitions")]
+    assert [r.levelno for r in rewinds] == [logging.DEBUG]
 
 
 def test_the_producer_faust_builds_sends_produce_batches_of_produce_batch_bytes() -> None:
