@@ -110,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     from streams.kafka.admin import is_embedded_broker
     from streams.kafka.client import kafka_failure, preflight
     from streams.worker.startup import (
+        STATIC_ON_EMBEDDED,
         announce_ready,
         check_port_free,
         discard_stale_state,
@@ -133,14 +134,15 @@ def _run(args: argparse.Namespace) -> int:
         wait=settings.kafka_wait,
         waiting=lambda line: print(f"loopwatch worker: {line}", file=sys.stderr, flush=True),
     )
+    embedded_broker = bool(settings.embedded)
     if settings.embedded is None:  # not set: on when the broker is the embedded one, unless membership is static
         try:
-            embedded = asyncio.run(is_embedded_broker(settings.bootstrap, settings.security))
+            embedded_broker = asyncio.run(is_embedded_broker(settings.bootstrap, settings.security))
         except Exception as exc:
             raise kafka_failure(
                 exc, "cannot read the cluster's metadata", settings.bootstrap, settings.security
             ) from None
-        settings = dataclasses.replace(settings, embedded=embedded and not settings.group_instance_id)
+        settings = dataclasses.replace(settings, embedded=embedded_broker and not settings.group_instance_id)
     # Imported only now: Faust takes seconds to import, and every check above should fail fast.
     from streams.worker.app import LoopwatchWorker
     from streams.worker.local_state import describe as describe_stale
@@ -186,7 +188,16 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
     worker.app.conf.logging_config = library_logging(settings.log_level)
-    on_ready = announce_ready(worker.app, settings, data_dir)
+    if embedded_broker and settings.group_instance_id:
+        print(
+            f"loopwatch worker: note: static membership on the embedded broker keeps Faust's 60 s session; "
+            f"in group {settings.group} {STATIC_ON_EMBEDDED}",
+            file=sys.stderr,
+            flush=True,
+        )
+    on_ready = announce_ready(
+        worker.app, settings, data_dir, rebalanced=metrics.rebalances.inc, embedded_broker=embedded_broker
+    )
     try:
         code = worker.run(on_ready)
     finally:

@@ -122,6 +122,11 @@ class WorkerMetrics:
             ["kind", "detector"],
             registry=r,
         )
+        self.rebalances = Counter(
+            "loopwatch_rebalances",
+            "Rebalances of the consumer group this worker completed (each one pauses the whole group)",
+            registry=r,
+        )
         self.storm_skipped = Counter(
             "loopwatch_storm_skipped_records",
             "Records on the storm-signal topic the storm counter could not read",

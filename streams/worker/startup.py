@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
@@ -184,13 +185,68 @@ def library_logging(log_level: str) -> dict[str, Any]:
     }
 
 
+#: A group that reassigns its partitions this often within the window is not settling (a rolling restart of
+#: dynamic members costs two rebalances per worker, spread over minutes).
+UNSETTLED_REASSIGNMENTS: Final = 6
+UNSETTLED_WINDOW: Final = 60.0
+#: Once warned, the next warning waits this long: the line names the cause, the counter keeps the tally.
+UNSETTLED_QUIET: Final = 600.0
+
+
+class Reassignments:
+    """Tells when the consumer group keeps reassigning partitions, a member leaving and joining without end: the
+    worker still runs, but stops every few seconds. The caller passes the (monotonic) clock."""
+
+    def __init__(self) -> None:
+        self._times: deque[float] = deque()
+        self._quiet_until = float("-inf")
+
+    def unsettled(self, now: float) -> int | None:
+        """Records a reassignment at ``now``; the count in the window when that deserves a warning, else None."""
+        self._times.append(now)
+        while self._times[0] <= now - UNSETTLED_WINDOW:
+            self._times.popleft()
+        if len(self._times) < UNSETTLED_REASSIGNMENTS or now < self._quiet_until:
+            return None
+        self._quiet_until = now + UNSETTLED_QUIET
+        return len(self._times)
+
+
+#: Tansu 0.6.0 holds each join and sync of a static member 3 s, and a group keeps the session of the member that
+#: formed it: with the embedded broker's 3 s session the static member is evicted before it ever syncs.
+STATIC_ON_EMBEDDED: Final = (
+    "every worker of the group needs --group-instance-id, or none does (or set LOOPWATCH_EMBEDDED=false on the "
+    "others): the embedded broker holds a static member's joins 3 s, longer than the short sessions"
+)
+
+
+def unsettled_line(group: str, count: int, *, embedded_broker: bool) -> str:
+    """The warning for a group that does not settle, with the cause this broker makes likely."""
+    cause = (
+        f"on the embedded broker, {STATIC_ON_EMBEDDED}"
+        if embedded_broker
+        else "a member keeps leaving and joining: look for a worker that restarts in a loop, or one that stays "
+        "silent longer than its session timeout"
+    )
+    return f"group {group} reassigned its partitions {count} times in {UNSETTLED_WINDOW:.0f} s: {cause}"
+
+
 def announce_ready(
-    app: Any, settings: WorkerSettings, data_dir: Path, out: IO[str] = sys.stderr
+    app: Any,
+    settings: WorkerSettings,
+    data_dir: Path,
+    *,
+    rebalanced: Callable[[], None],
+    embedded_broker: bool,
+    out: IO[str] = sys.stderr,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Callable[[], Awaitable[None]]:
-    """The ``on_ready`` of :meth:`LoopwatchWorker.run`: one ``ready`` line, then a line per later reassignment."""
+    """The ``on_ready`` of :meth:`LoopwatchWorker.run`: one ``ready`` line, then a line per later reassignment,
+    and a warning when they come so often that the group is not settling. ``rebalanced`` counts each one."""
     state = {"ready": False}
     store = f"rocksdb in {data_dir}" if settings.store == "rocksdb" else "memory"
     metrics = f"http://{settings.metrics_host}:{settings.metrics_port}/metrics" if settings.metrics_port else "off"
+    reassignments = Reassignments()
 
     def assigned() -> str:
         mine = [tp for tp in app.assignor.assigned_actives() if tp.topic == settings.events_topic]
@@ -205,6 +261,10 @@ def announce_ready(
         say(f"loopwatch worker: ready: group {settings.group}, {assigned()}, store {store}, metrics {metrics}")
 
     async def on_rebalance_complete(sender: Any = None, **kwargs: Any) -> None:
+        rebalanced()
+        count = reassignments.unsettled(clock())
+        if count is not None:
+            say("loopwatch worker: warning: " + unsettled_line(settings.group, count, embedded_broker=embedded_broker))
         if state["ready"]:
             say(f"loopwatch worker: partitions reassigned: {assigned()}")
 

@@ -1,4 +1,5 @@
-"""The worker's start-up helpers that need no Kafka: the library log limiter and its logging config."""
+"""The worker's start-up helpers that need no Kafka: the library log limiter, its logging config, and the
+warning for a group that does not settle."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import logging
 import logging.config
 from pathlib import Path
 
-from streams.worker.startup import RepeatLimiter, library_logging
+from streams.worker.startup import (
+    UNSETTLED_QUIET,
+    UNSETTLED_REASSIGNMENTS,
+    Reassignments,
+    RepeatLimiter,
+    library_logging,
+    unsettled_line,
+)
 
 
 class Clock:
@@ -148,3 +156,28 @@ def test_lost_topics_are_the_ones_gone_or_made_again_with_another_count() -> Non
     expected = {"e": 12, "v": 12, "leader": 1}
     assert lost_topics(expected, {"e": 12, "v": 12, "leader": 1, "other": 3}) == []
     assert lost_topics(expected, {"e": 12, "leader": 4}) == ["leader", "v"]
+
+
+def test_a_group_that_keeps_reassigning_is_told_once_per_quiet_period() -> None:
+    """Six reassignments within a minute warn, with the count; more of them stay quiet for ten minutes, then
+    the next burst warns again."""
+    watch = Reassignments()
+    assert [watch.unsettled(100.0 + 3 * n) for n in range(UNSETTLED_REASSIGNMENTS)] == [None] * 5 + [6]
+    assert all(watch.unsettled(118.0 + 3 * n) is None for n in range(100))  # within the quiet period
+    later = 100.0 + UNSETTLED_QUIET + 400
+    assert watch.unsettled(later) is None  # the window starts over: one alone is no burst
+    assert [watch.unsettled(later + n) for n in range(1, 6)] == [None] * 4 + [6]
+
+
+def test_a_rolling_restart_s_reassignments_spread_over_minutes_do_not_warn() -> None:
+    """A dynamic group's rolling restart: two rebalances per worker, one worker every 30 s."""
+    watch = Reassignments()
+    assert all(watch.unsettled(30.0 * n + extra) is None for n in range(40) for extra in (0.0, 4.0))
+
+
+def test_the_unsettled_warning_names_the_embedded_broker_s_cause_only_there() -> None:
+    embedded = unsettled_line("lw", 6, embedded_broker=True)
+    assert embedded.startswith("group lw reassigned its partitions 6 times in 60 s: on the embedded broker")
+    assert "--group-instance-id" in embedded and "LOOPWATCH_EMBEDDED=false" in embedded
+    kafka = unsettled_line("lw", 9, embedded_broker=False)
+    assert "9 times" in kafka and "embedded" not in kafka and "session timeout" in kafka
