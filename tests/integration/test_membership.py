@@ -37,6 +37,7 @@ def test_a_static_worker_beside_a_dynamic_one_is_named_by_both(broker: str, tmp_
         static.start()
         wait_until(lambda: "static membership on the embedded broker" in static.log(), 60, 0.2, message="note")
         match = wait_until(lambda: UNSETTLED.search(dynamic.log()), 120, 0.5, message="the unsettled warning")
+        assert match is not None
         assert int(match.group(1)) >= UNSETTLED_REASSIGNMENTS
         assert "on the embedded broker" in match.group(2) and "--group-instance-id" in match.group(2)
         assert metric(dynamic.metrics(), "loopwatch_rebalances_total") >= UNSETTLED_REASSIGNMENTS
