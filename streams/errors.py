@@ -91,6 +91,25 @@ def mkdir_reason(exc: OSError, directory: Path) -> str:
     return exc.strerror or str(exc)
 
 
+def file_reason(exc: OSError, path: Path, *, writing: bool = False) -> str:
+    """Why ``path`` could not be opened, and what to do: the system's words alone ("Is a directory", "No such
+    file or directory") left the operator to guess. An output file's directory is not created for it."""
+    words = exc.strerror or str(exc)
+    parent = path.parent
+    folder = "the current directory" if str(parent) == "." else f"the directory {parent}"
+    if isinstance(exc, IsADirectoryError):
+        return f"{words}; give the path of a file in it"
+    if isinstance(exc, NotADirectoryError):
+        return mkdir_reason(exc, parent)
+    if isinstance(exc, FileNotFoundError) and writing and not parent.is_dir():
+        return f"{folder} does not exist; create it first, or give a path in an existing, writable directory"
+    if isinstance(exc, PermissionError):
+        if writing and not path.exists():
+            return f"{words}; {folder} must be writable"
+        return f"{words}; the file must be {'writable' if writing else 'readable'}"
+    return words
+
+
 def exit_code_table() -> str:
     """The exit statuses as plain text, for ``--help``."""
     return "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
+from pathlib import Path
 
 import pytest
 
 from streams.cli.replay import config_hash_hint
-from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError, file_reason
 from streams.kafka.client import kafka_failure
 from streams.kafka.security import PLAINTEXT
 from streams.worker import options
@@ -57,3 +59,15 @@ def test_compare_hint_names_other_config_hashes() -> None:
     )
     assert config_hash_hint(recorded[2:], "b" * 64) is None
     assert CommandError("x").code == EXIT_USAGE
+
+
+def test_file_reason_says_what_to_do_about_permissions(tmp_path: Path) -> None:
+    """Permission errors cannot be made as root (the tests may run as root), so the reason is checked alone."""
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    (tmp_path / "there.html").write_text("", encoding="utf-8")
+    assert file_reason(denied, tmp_path / "new.html", writing=True) == (
+        f"Permission denied; the directory {tmp_path} must be writable"
+    )
+    assert file_reason(denied, tmp_path / "there.html", writing=True) == "Permission denied; the file must be writable"
+    assert file_reason(denied, tmp_path / "there.html") == "Permission denied; the file must be readable"
+    assert file_reason(OSError(errno.ENOSPC, "No space left on device"), tmp_path / "x") == "No space left on device"

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from streams.cli._args import refuse_empty_paths
 from streams.cli._signals import sigterm_raises
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, exit_code_table, report
 
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    refuse_empty_paths(parser)
     return parser
 
 

@@ -1,5 +1,5 @@
-"""Argparse types for the commands' numeric, topic and bootstrap flags, so a nonsensical value is refused where it
-is typed.
+"""Argparse types for the commands' numeric, topic, bootstrap and path flags, so a nonsensical value is refused
+where it is typed.
 
 Each raises :class:`argparse.ArgumentTypeError`, which the command line turns into its one-line error naming the
 flag (streams/cli/__init__.py); no command has to check its numbers again after parsing. The text is parsed as
@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Final
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Final
 
-from streams.errors import CommandError
+from streams.errors import CommandError, file_reason
 from streams.kafka.security import SECURITY_FLAGS
 from streams.topics import topic_name_problem
 from streams.worker import options
@@ -89,6 +92,56 @@ def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
         return str(options.setting(option, args, environ()))
     except options.VariableError as exc:
         raise CommandError(exc.what, option.flag, f"see 'loopwatch {command} --help'") from None
+
+
+#: Every flag that takes a file's path, whichever command has it (a positional by its name); and --data-dir.
+_FILE_FLAGS: Final = (
+    *("file", "--events", "--config", "--candidate", "--profiles", "--html", "--out", "--log-file", "--kafka-config"),
+    *("--cert", "--key", "--client-ca", "--ssl-cafile", "--ssl-certfile", "--ssl-keyfile"),
+)
+PATH_FLAGS: Final[dict[str, str]] = {**dict.fromkeys(_FILE_FLAGS, "file"), "--data-dir": "directory"}
+
+
+def _non_empty(convert: Callable[[str], Any], kind: str) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        if text == "":
+            raise argparse.ArgumentTypeError(f"must be a {kind} path, not an empty string")
+        return convert(text)
+
+    check.__name__ = getattr(convert, "__name__", kind)  # argparse names the type in some messages
+    return check
+
+
+def refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
+    """Refuse an empty value for every flag of :data:`PATH_FLAGS` in ``parser`` and its commands, where it is
+    typed: ``Path("")`` is ``.``, so ``--html ""`` failed as "(.): Is a directory", and ``worker --config ""``
+    ran with no config file at all. Flags declared outside streams/cli (security, profiles, worker) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in {id(p): p for p in action.choices.values()}.values():
+                refuse_empty_paths(command)
+        kind = next((PATH_FLAGS[name] for name in (*action.option_strings, action.dest) if name in PATH_FLAGS), None)
+        if kind is not None and (action.type is None or callable(action.type)):
+            action.type = _non_empty(action.type or str, kind)
+
+
+#: What to do about a missing events file: every command that reads one also reads stdin.
+_NO_EVENTS_FILE: Final = (
+    "check the path, or give '-' to read stdin ('loopwatch simulate --out FILE' writes sample events)"
+)
+
+
+def open_events(path: Path) -> IO[bytes]:
+    """The events file of replay, whatif and publish (stdin for ``-``), or the one error line saying why not."""
+    if str(path) == "-":
+        return sys.stdin.buffer
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        reason = file_reason(exc, path)
+        if isinstance(exc, FileNotFoundError):
+            reason = f"{reason}; {_NO_EVENTS_FILE}"
+        raise CommandError("cannot read the events file", str(path), reason) from None
 
 
 def _given(args: argparse.Namespace, name: str) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.audit.source import input_name, invalid_line, lines
-from streams.cli._args import bootstrap, bootstrap_setting, positive_int, topic_name
+from streams.cli._args import bootstrap, bootstrap_setting, open_events, positive_int, topic_name
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -144,11 +144,7 @@ def run(args: argparse.Namespace) -> int:
     except KafkaSecurityError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
     partitions = _partitions(args)
-    try:
-        source = sys.stdin.buffer if str(args.file) == "-" else args.file.open("rb")
-    except OSError as exc:
-        raise CommandError("cannot read the events file", str(args.file), exc.strerror) from None
-    with source:
+    with open_events(args.file) as source:
         records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))
     preflight(args.bootstrap, security)
     try:

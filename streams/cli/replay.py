@@ -28,6 +28,7 @@ from streams.audit.source import input_name, lines
 from streams.cli._args import (
     bootstrap,
     bootstrap_setting,
+    open_events,
     refuse_together,
     refuse_topic_only,
     refuse_without,
@@ -164,11 +165,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
-    try:
-        stream = sys.stdin.buffer if str(args.events) == "-" else args.events.open("rb")
-    except OSError as exc:
-        raise CommandError("cannot read the events file", str(args.events), exc.strerror) from None
-    with stream:
+    with open_events(args.events) as stream:
         if args.run is not None:
             name = input_name(args.events)
             return explain_lines(lines(stream), config, args.run, sys.stdout, as_json=args.json, name=name)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.cli._args import any_int, bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
-from streams.errors import CommandError
+from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
     PLAINTEXT,
     SECURITY_FLAGS,
@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
         with args.out.open("wb") as out:
             write_lines(_records(args), out)
     except OSError as exc:
-        raise CommandError("cannot write the output file", str(args.out), exc.strerror) from None
+        reason = file_reason(exc, args.out, writing=True)
+        raise CommandError("cannot write the output file", str(args.out), reason) from None
     return 0
 
 

@@ -22,6 +22,7 @@ from streams.cli._args import (
     bootstrap,
     bootstrap_setting,
     non_negative_int,
+    open_events,
     positive_int,
     refuse_topic_only,
     refuse_without,
@@ -30,7 +31,7 @@ from streams.cli._args import (
 from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
-from streams.errors import CommandError
+from streams.errors import CommandError, file_reason
 from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
@@ -145,11 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.events is not None:
         name = str(args.events)
-        try:
-            stream = sys.stdin.buffer if name == "-" else args.events.open("rb")
-        except OSError as exc:
-            return _error("cannot read the events file", str(args.events), exc.strerror)
-        with stream:
+        with open_events(args.events) as stream:
             events, bad = read_events(lines(stream), input_name(name))
     else:
         name = f"topic {args.topic}"
@@ -183,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.html.write_text(render_html(report), encoding="utf-8")
         except OSError as exc:
-            return _error("cannot write the HTML report", str(args.html), exc.strerror)
+            return _error("cannot write the HTML report", str(args.html), file_reason(exc, args.html, writing=True))
     if args.format == "json":
         sys.stdout.buffer.write(orjson.dumps(to_json(report), option=orjson.OPT_INDENT_2) + b"\n")
     else:

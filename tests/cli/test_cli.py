@@ -238,7 +238,8 @@ def test_config_errors_are_one_line(empty: Path) -> None:
     result = lw(empty, "replay", "--events", "missing.jsonl")
     assert (result.code, result.err) == (
         2,
-        "loopwatch replay: cannot read the events file (missing.jsonl): No such file or directory\n",
+        "loopwatch replay: cannot read the events file (missing.jsonl): No such file or directory; check the path, or "
+        "give '-' to read stdin ('loopwatch simulate --out FILE' writes sample events)\n",
     )
 
 

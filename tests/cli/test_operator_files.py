@@ -1,0 +1,145 @@
+"""Path flags and the files they name, run through the real ``loopwatch`` executable from an empty directory.
+
+An empty path was read as ``.`` ("(.): Is a directory"), or ignored (``worker --config ""`` ran without a
+config); a missing or unusable events file or output file gave the system's words and no hint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.cli import build_parser
+from streams.cli._args import PATH_FLAGS
+from tests.support.cli import CONFIG, Result, lw, repeated_reads
+
+NO_EVENTS = "check the path, or give '-' to read stdin ('loopwatch simulate --out FILE' writes sample events)"
+
+
+def one_line(result: Result, code: int, line: str) -> None:
+    assert (result.code, result.out, result.err) == (code, "", line + "\n")
+
+
+def _path_flags(parser: argparse.ArgumentParser, command: tuple[str, ...] = ()) -> set[tuple[str, str, str]]:
+    """(command, flag as the error line names it, what it names) for every path-taking argument."""
+    found: set[tuple[str, str, str]] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found |= _path_flags(sub, (*command, name))
+        names = [*action.option_strings, action.dest]
+        kind = next((PATH_FLAGS[n] for n in names if n in PATH_FLAGS), None)
+        looks_like_a_path = action.type is Path or action.metavar in ("FILE", "PEM")
+        if kind is not None or looks_like_a_path:
+            shown = action.option_strings[0] if action.option_strings else str(action.metavar or action.dest)
+            found.add((" ".join(command), shown, kind or "none"))
+    return found
+
+
+#: Every path flag of every command, and what its value names: the table the CLI's rule must cover.
+_FILES = {
+    "replay": ("--events", "--config", "--profiles"),
+    "whatif": ("--events", "--config", "--candidate", "--html", "--profiles"),
+    "publish": ("file",),
+    "simulate": ("--out",),
+    "tail": (),
+    "broker": ("--log-file", "--cert", "--key", "--client-ca"),
+    "worker": ("--config", "--profiles"),
+    "config check": ("FILE",),
+}
+_SECURITY = ("--kafka-config", "--ssl-cafile", "--ssl-certfile", "--ssl-keyfile")
+EXPECTED = {
+    *((command, flag, "file") for command, flags in _FILES.items() for flag in flags),
+    *((command, flag, "file") for command in _FILES if command != "config check" for flag in _SECURITY),
+    ("worker", "--data-dir", "directory"),
+}
+
+
+def test_every_path_flag_is_under_the_empty_path_rule() -> None:
+    """A flag that takes a path (type Path, metavar FILE or PEM) but is missing from PATH_FLAGS shows as 'none'."""
+    assert _path_flags(build_parser()) == EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "kind"), sorted(EXPECTED), ids=lambda value: value if isinstance(value, str) else None
+)
+def test_an_empty_path_is_refused_naming_its_flag(empty: Path, command: str, flag: str, kind: str) -> None:
+    """``--html ""`` said "(.): Is a directory"; ``worker --config ""`` ran with no config and ``--data-dir ""``
+    in the current directory; ``--kafka-config ""`` was ignored. Refused where typed, before anything runs."""
+    argv = [*command.split(), ""] if not flag.startswith("--") else [*command.split(), flag, ""]
+    one_line(
+        lw(empty, *argv),
+        2,
+        f"loopwatch {command}: must be a {kind} path, not an empty string ({flag}): see 'loopwatch {command} --help'",
+    )
+    assert list(empty.iterdir()) == []
+
+
+def test_whatif_html_empty_in_a_real_command_line(empty: Path) -> None:
+    """The QA case: a whole command line, with ``--html ""`` and ``--html=`` (an unset shell variable)."""
+    (empty / "on.json5").write_text(CONFIG, encoding="utf-8")
+    (empty / "events.jsonl").write_text("", encoding="utf-8")
+    for html in (["--html", ""], ["--html="]):
+        one_line(
+            lw(empty, "whatif", "--events", "events.jsonl", "--candidate", "on.json5", *html),
+            2,
+            "loopwatch whatif: must be a file path, not an empty string (--html): see 'loopwatch whatif --help'",
+        )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["replay", "--events"], ["whatif", "--candidate", "on.json5", "--events"], ["publish"]],
+    ids=lambda argv: argv[0],
+)
+def test_a_missing_events_file_says_how_to_get_one(empty: Path, argv: list[str]) -> None:
+    """It said only "No such file or directory"; one wording for the three commands that read an events file."""
+    (empty / "on.json5").write_text(CONFIG, encoding="utf-8")
+    one_line(
+        lw(empty, *argv, "missing.jsonl"),
+        2,
+        f"loopwatch {argv[0]}: cannot read the events file (missing.jsonl): No such file or directory; {NO_EVENTS}",
+    )
+    (empty / "logs").mkdir()
+    (empty / "f").write_text("", encoding="utf-8")
+    for path, reason in (
+        ("logs", "Is a directory; give the path of a file in it"),
+        ("f/e.jsonl", "f is not a directory"),
+    ):
+        one_line(lw(empty, *argv, path), 2, f"loopwatch {argv[0]}: cannot read the events file ({path}): {reason}")
+
+
+def test_the_hinted_way_to_make_an_events_file_works(empty: Path) -> None:
+    """The hint names a real command: what it writes replays."""
+    assert lw(empty, "simulate", "--duration", "1", "--out", "events.jsonl").code == 0
+    assert lw(empty, "replay", "--events", "events.jsonl").code == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["whatif", "--events", "events.jsonl", "--candidate", "on.json5", "--html"], "the HTML report"),
+        (["simulate", "--duration", "1", "--out"], "the output file"),
+    ],
+    ids=["whatif-html", "simulate-out"],
+)
+def test_an_output_file_that_cannot_be_written_says_why(empty: Path, argv: list[str], what: str) -> None:
+    """It said "No such file or directory" for a missing directory and "Is a directory" for a directory."""
+    (empty / "on.json5").write_text(CONFIG, encoding="utf-8")
+    (empty / "events.jsonl").write_text("\n".join(json.dumps(e) for e in repeated_reads("out", 12)) + "\n")
+    (empty / "reports").mkdir()
+    (empty / "f").write_text("", encoding="utf-8")
+    command = argv[0]
+    for path, reason in (
+        ("out/r.html", "the directory out does not exist; create it first, or give a path in an existing, writable "
+         "directory"),
+        ("reports", "Is a directory; give the path of a file in it"),
+        ("f/r.html", "f is not a directory"),
+    ):  # fmt: skip
+        result = lw(empty, *argv, path)
+        assert (result.code, result.err) == (2, f"loopwatch {command}: cannot write {what} ({path}): {reason}\n")
+    assert sorted(p.name for p in empty.iterdir()) == ["events.jsonl", "f", "on.json5", "reports"]
+    assert list((empty / "reports").iterdir()) == []
