@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from streams.detection.canonical import js_trim
-from streams.detection.config import ConfigWarning, normalize_agent_id, show_value
+from streams.detection.config import ConfigWarning, list_entry_id, normalize_agent_id, only_read_by, show_value
 from streams.detection.gen9_config import resolve_loop_config
-from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9, LoopConfig
+from streams.detection.types import PROFILE_2026_7, LoopConfig
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -110,11 +110,7 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
             return []
         if agents.get("list") is not None:
             warnings.append(
-                ConfigWarning(
-                    "agents.list",
-                    f"read only by {PROFILE_2026_7} when agents.entries is set; under {PROFILE_2026_9} it is ignored",
-                    None,
-                )
+                ConfigWarning("agents.list", only_read_by(PROFILE_2026_7, " when agents.entries is set"), None)
             )
         for key, entry in entries.items():
             if not isinstance(entry, dict):
@@ -135,8 +131,8 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
                 warnings.append(
                     ConfigWarning(f"agents.list[{index}]", f"{show_value(entry)} is not an object; ignored", None)
                 )
-            elif isinstance(entry.get("id"), str) and js_trim(entry["id"]):
+            elif (agent_id := list_entry_id(entry, index, warnings)) is not None:
                 tools = entry.get("tools")
                 block = tools.get("loopDetection") if isinstance(tools, dict) else None
-                out.append((normalize_agent_id(entry["id"]), f"agents.list[{index}].tools.loopDetection", block))
+                out.append((agent_id, f"agents.list[{index}].tools.loopDetection", block))
     return out

@@ -20,25 +20,26 @@ from dataclasses import dataclass
 import json5
 
 from streams.config_2026_9 import Config2026_9, in_document_order
-from streams.detection.canonical import js_trim
 from streams.detection.config import (
     DEFAULT_AGENT_ID,
     GLOBAL_BLOCK_PATH,
     ConfigWarning,
+    list_entry_id,
     loop_config_to_dict,
     normalize_agent_id,
+    only_read_by,
     resolve_loop_config,
     show_value,
 )
 from streams.detection.profiles import ProfileChoice
-from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9, LoopConfig
+from streams.detection.types import PROFILE_2026_9, LoopConfig
 from streams.errors import CommandError
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
 #: What a file that does not parse must be (a config or a profiles file).
 JSON5_HINT = "the file must be JSON5 (json5.org)"
 #: ``agents.entries`` under 2026.7, which never reads it (the 2026.9 reader does).
-ENTRIES_IGNORED = f"read only by {PROFILE_2026_9}; under {PROFILE_2026_7} it is ignored"
+ENTRIES_IGNORED = only_read_by(PROFILE_2026_9)
 #: Blocks whose numbers the 2026.7 reader uses: a rounded number there is reported.
 _READ_BLOCK = re.compile(r"(tools|agents\.list\[\d+\]\.tools)\.loopDetection\.")
 #: Integers up to here are exact in a JavaScript number too.
@@ -240,18 +241,9 @@ def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> li
         has_block = isinstance(tools, dict) and "loopDetection" in tools
         if tools is not None and not isinstance(tools, dict):
             warnings.append(ConfigWarning(f"agents.list[{index}].tools", "not an object; ignored", None))
-        raw_id = entry.get("id")
-        if not isinstance(raw_id, str) or not js_trim(raw_id):
-            if has_block:
-                warnings.append(
-                    ConfigWarning(
-                        f"agents.list[{index}].id",
-                        "missing or not a non-empty string; this entry's tools.loopDetection is ignored",
-                        None,
-                    )
-                )
+        agent_id = list_entry_id(entry, index, warnings)
+        if agent_id is None:
             continue
-        agent_id = normalize_agent_id(raw_id)
         if agent_id in first_index:
             ignored = "this entry's tools.loopDetection is ignored" if has_block else "OpenClaw uses the first entry"
             warnings.append(

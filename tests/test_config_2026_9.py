@@ -62,7 +62,7 @@ def test_config_check_reads_either_generation(tmp_path: Path) -> None:
         "ops        false    false  3",
         "research   true     true   3",
     ]
-    assert "retired since OpenClaw 2026.8" in done.stderr
+    assert "read only by openclaw-2026.7 (retired in OpenClaw 2026.8" in done.stderr
     data = json.loads(_check(path, "--profile", "openclaw-2026.9", "--json").stdout)
     assert data["profile"] == PROFILE_2026_9 and data["agents"]["ops"]["enabled"] is False
 
@@ -83,8 +83,62 @@ def test_non_object_entries_are_reported_in_document_order() -> None:
     assert [(w.path, w.message) for w in gen9.warnings] == [
         (
             "agents.entries.a.tools.loopDetection.historySize",
-            "retired since OpenClaw 2026.8 (openclaw doctor removes it); built-in value applies",
+            "read only by openclaw-2026.7 (retired in OpenClaw 2026.8, openclaw doctor removes it); under "
+            "openclaw-2026.9 it is ignored: the built-in value applies",
         ),
         ("agents.entries.b", '"off" is not an object; ignored'),
     ]
     assert gen9.for_agent("c").enabled and not gen9.for_agent("b").enabled
+
+
+def test_retired_keys_name_the_2026_7_line_and_what_2026_9_does_instead() -> None:
+    """They said "retired since OpenClaw 2026.8", not that 2026.7 reads them, nor which built-in value applies."""
+    block = {"criticalThreshold": 5, "detectors": {}, "postCompactionGuard": {"windowSize": 5}, "windowSize": 5}
+    gen9 = LoadedConfig.from_document({"tools": {"loopDetection": block}}).gen9
+    retired = "(retired in OpenClaw 2026.8, openclaw doctor removes it); under openclaw-2026.9 it is ignored"
+    guard = "the post-compaction guard (window 3) follows enabled, on unless it is false"
+    assert [(w.path, w.message, w.value_used) for w in gen9.warnings] == [
+        (
+            "tools.loopDetection.criticalThreshold",
+            f"read only by openclaw-2026.7 {retired}: the built-in value applies",
+            20,
+        ),
+        (
+            "tools.loopDetection.detectors",
+            f"read only by openclaw-2026.7 {retired}: every detector runs when enabled is true",
+            None,
+        ),
+        ("tools.loopDetection.postCompactionGuard", f"read only by openclaw-2026.7 {retired}: {guard}", None),
+        (  # not a 2026.7 key where it is: that line reads it nested
+            "tools.loopDetection.windowSize",
+            "retired in OpenClaw 2026.8, openclaw doctor removes it; openclaw-2026.7 reads it only as "
+            f"postCompactionGuard.windowSize, under openclaw-2026.9 it is ignored: {guard}",
+            3,
+        ),
+    ]
+
+
+def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
+    """2026.9 skips it (no id, no agent) as 2026.7 does, but said nothing while 2026.7 warned."""
+    doc = {
+        "agents": {
+            "list": [
+                {"tools": {"loopDetection": {"enabled": False}}},
+                {"id": " ", "tools": {"loopDetection": None}},
+                {"id": 7, "name": "no block: nothing to ignore"},
+                {"id": "ops"},
+            ]
+        }
+    }
+    loaded = LoadedConfig.from_document(doc)
+    ignored = "missing or not a non-empty string; this entry's tools.loopDetection is ignored"
+    assert [(w.path, w.message) for w in loaded.gen9.warnings] == [
+        ("agents.list", "moved to keyed agents.entries in 2026.8+; still read"),
+        ("agents.list[0].id", ignored),
+        ("agents.list[1].id", ignored),
+    ]
+    assert [w for w in loaded.gen9.warnings if w.path.endswith(".id")] == list(loaded.warnings)  # one rule, both
+    assert loaded.gen9.agent_ids == ("ops",) and loaded.gen9.for_agent("main").guard_enabled
+    # With agents.entries set 2026.9 never reads agents.list: its one warning says so, no per-entry ones.
+    beside = LoadedConfig.from_document({"agents": {**doc["agents"], "entries": {}}}).gen9
+    assert [w.path for w in beside.warnings] == ["agents.list"]

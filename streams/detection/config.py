@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from streams.detection.canonical import js_trim
-from streams.detection.types import MISSING, LoopConfig
+from streams.detection.types import MISSING, PROFILE_2026_7, PROFILE_2026_9, LoopConfig
 
 DEFAULT_AGENT_ID: Final = "main"
 GLOBAL_BLOCK_PATH: Final = "tools.loopDetection"
@@ -65,6 +65,31 @@ def normalize_agent_id(agent_id: str | None) -> str:
         return DEFAULT_AGENT_ID
     trimmed = js_trim(agent_id)
     return trimmed.lower() if trimmed else DEFAULT_AGENT_ID
+
+
+def only_read_by(profile: str, qualifier: str = "") -> str:
+    """The warning for a key only ``profile`` reads: ``read only by <profile><qualifier>; under <other> it is
+    ignored``, the one wording of that, whichever generation reads the key."""
+    other = PROFILE_2026_9 if profile == PROFILE_2026_7 else PROFILE_2026_7
+    return f"read only by {profile}{qualifier}; under {other} it is ignored"
+
+
+def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[ConfigWarning]) -> str | None:
+    """The normalised id of ``agents.list[index]``; None when ``id`` is not a non-empty string. Both generations
+    then skip the entry, which is warned about when it has a ``tools.loopDetection``."""
+    raw_id = entry.get("id")
+    if isinstance(raw_id, str) and js_trim(raw_id):
+        return normalize_agent_id(raw_id)
+    tools = entry.get("tools")
+    if isinstance(tools, dict) and "loopDetection" in tools:
+        warnings.append(
+            ConfigWarning(
+                f"agents.list[{index}].id",
+                "missing or not a non-empty string; this entry's tools.loopDetection is ignored",
+                None,
+            )
+        )
+    return None
 
 
 def is_positive_integer(value: object) -> bool:

@@ -3,14 +3,14 @@
 Since the numeric knobs were removed (#111382) the block has only ``enabled``; detection runs when it is
 exactly ``true`` and the post-compaction guard (window 3) unless it is exactly ``false``. The per-agent block
 (``agents.entries.<id>.tools.loopDetection``, or a legacy ``agents.list[]`` entry) overrides ``enabled``; no
-merge of nested objects, no clamping. Retired 2026.7 keys are reported and ignored, never rejected.
+merge of nested objects, no clamping. Retired 2026.7 keys are reported (naming 2026.7) and ignored, never rejected.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
-from streams.detection.config import ConfigWarning, show_value
+from streams.detection.config import ConfigWarning, only_read_by, show_value
 from streams.detection.gen9_detectors import (
     CRITICAL,
     GLOBAL_BREAKER,
@@ -19,22 +19,35 @@ from streams.detection.gen9_detectors import (
     UNKNOWN_TOOL_LIMIT,
     WARNING,
 )
-from streams.detection.types import MISSING, PROFILE_2026_9, LoopConfig
+from streams.detection.types import MISSING, PROFILE_2026_7, PROFILE_2026_9, LoopConfig
 
-# Retired keys and the built-in value that applies instead (None: no single value, e.g. a nested object).
-RETIRED_KEYS: Final[dict[str, int | None]] = {
-    "historySize": HISTORY_SIZE,
-    "warningThreshold": WARNING,
-    "unknownToolThreshold": UNKNOWN_TOOL_LIMIT,
-    "criticalThreshold": CRITICAL,
-    "globalCircuitBreakerThreshold": GLOBAL_BREAKER,
-    "detectors": None,
-    "postCompactionGuard": None,
-    "windowSize": GUARD_WINDOW,
-    "genericRepeat": None,
-    "knownPollNoProgress": None,
-    "pingPong": None,
+
+class Retired(NamedTuple):
+    """A retired key: the built-in value 2026.9 uses instead (None: no single value), where in the block 2026.7
+    reads it (None: right there), and what 2026.9 does instead."""
+
+    built_in: int | None
+    read_by_2026_7_as: str | None
+    instead: str
+
+
+_BUILT_IN = "the built-in value applies"
+_DETECTORS = "every detector runs when enabled is true"
+_GUARD = f"the post-compaction guard (window {GUARD_WINDOW}) follows enabled, on unless it is false"
+RETIRED_KEYS: Final[dict[str, Retired]] = {
+    "historySize": Retired(HISTORY_SIZE, None, _BUILT_IN),
+    "warningThreshold": Retired(WARNING, None, _BUILT_IN),
+    "unknownToolThreshold": Retired(UNKNOWN_TOOL_LIMIT, None, _BUILT_IN),
+    "criticalThreshold": Retired(CRITICAL, None, _BUILT_IN),
+    "globalCircuitBreakerThreshold": Retired(GLOBAL_BREAKER, None, _BUILT_IN),
+    "detectors": Retired(None, None, _DETECTORS),
+    "postCompactionGuard": Retired(None, None, _GUARD),
+    "windowSize": Retired(GUARD_WINDOW, "postCompactionGuard.windowSize", _GUARD),
+    "genericRepeat": Retired(None, "detectors.genericRepeat", _DETECTORS),
+    "knownPollNoProgress": Retired(None, "detectors.knownPollNoProgress", _DETECTORS),
+    "pingPong": Retired(None, "detectors.pingPong", _DETECTORS),
 }
+_RETIRED = "retired in OpenClaw 2026.8, openclaw doctor removes it"
 ENTRIES_BLOCK_PATH: Final = "agents.entries.<id>.tools.loopDetection"
 
 
@@ -54,16 +67,22 @@ def block_warnings(block: dict[object, object], path: str) -> list[ConfigWarning
                     )
                 )
         elif key in RETIRED_KEYS:
-            out.append(
-                ConfigWarning(
-                    key_path, "retired since OpenClaw 2026.8 (openclaw doctor removes it); built-in value applies", None
-                )
-            )
+            out.append(_retired_key_warning(key_path, RETIRED_KEYS[key]))
         else:
             out.append(
                 ConfigWarning(key_path, "unknown key (not in the 2026.9 tools.loopDetection schema); ignored", None)
             )
     return out
+
+
+def _retired_key_warning(path: str, retired: Retired) -> ConfigWarning:
+    """Names the generation that reads the key (2026.7) and what 2026.9 does instead."""
+    if retired.read_by_2026_7_as is None:
+        read = only_read_by(PROFILE_2026_7, f" ({_RETIRED})")
+    else:  # misplaced for 2026.7 too
+        where = f"{PROFILE_2026_7} reads it only as {retired.read_by_2026_7_as}"
+        read = f"{_RETIRED}; {where}, under {PROFILE_2026_9} it is ignored"
+    return ConfigWarning(path, f"{read}: {retired.instead}", retired.built_in)
 
 
 def resolve_loop_config(

@@ -1,8 +1,9 @@
 """Gaps a QA pass of ``loopwatch config check`` (a CI gate for OpenClaw configs) and of the profiles found.
 
 A non-object ``agents.list`` entry passed without a warning and warnings came out of document order;
-``agents.entries`` (read only by 2026.9) passed the default 2026.7 gate with exit 0; a huge threshold resolved to
-exact integers where OpenClaw computes doubles; and four error lines named the wrong source or gave no hint. The
+``agents.entries`` (read only by 2026.9) passed the default 2026.7 gate with exit 0, and under 2026.9 a retired key
+did not name 2026.7 and an agents.list entry without an id passed silently; a huge threshold resolved to exact
+integers where OpenClaw computes doubles; and four error lines named the wrong source or gave no hint. The
 pure parts are tested directly, the rest through the real executable from an empty directory.
 """
 
@@ -123,6 +124,32 @@ def test_replay_reports_agents_entries_under_the_default_profile(empty: Path) ->
     assert result.err.splitlines()[0] == (
         "loopwatch replay: warning: agents.entries: read only by openclaw-2026.9; under openclaw-2026.7 it is ignored"
     )
+
+
+def test_2026_9_names_2026_7_keys_and_warns_about_an_entry_without_an_id(empty: Path) -> None:
+    """Under 2026.9 a threshold key did not say 2026.7 reads it, and an id-less entry's block was dropped silently."""
+    name = write(
+        empty,
+        "c.json5",
+        "{tools: {loopDetection: {enabled: true, criticalThreshold: 15}},\n"
+        ' agents: {list: [{id: "ops"}, {tools: {loopDetection: {enabled: false}}}]}}',
+    )
+    ignored = (
+        "warning: agents.list[1].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored"
+    )
+    as9 = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
+    assert (as9.code, as9.out.splitlines()[:3]) == (
+        1,
+        ["agent      enabled  guard  window", "(default)  true     true   3", "ops        true     true   3"],
+    )
+    assert as9.err.splitlines() == [
+        "warning: tools.loopDetection.criticalThreshold: read only by openclaw-2026.7 (retired in OpenClaw 2026.8, "
+        "openclaw doctor removes it); under openclaw-2026.9 it is ignored: the built-in value applies (using 20)",
+        "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
+        ignored,
+    ]
+    as7 = lw(empty, "config", "check", name)  # the line that reads the threshold: the same entry warning
+    assert (as7.code, as7.out.splitlines()[1].split()[4], as7.err) == (1, "15", ignored + "\n")
 
 
 # --- 3. numbers as JavaScript's doubles ----------------------------------------------------------------------------
