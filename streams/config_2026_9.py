@@ -7,12 +7,22 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from streams.detection.canonical import js_trim
-from streams.detection.config import ConfigWarning, list_entry_id, normalize_agent_id, only_read_by, show_value
+from streams.detection.config import (
+    ConfigWarning,
+    entry_loop_block,
+    first_with_id,
+    has_loop_block,
+    list_entry_id,
+    normalize_agent_id,
+    only_read_by,
+    show_value,
+)
 from streams.detection.gen9_config import resolve_loop_config
 from streams.detection.types import PROFILE_2026_7, LoopConfig
 
@@ -75,9 +85,11 @@ def document_position(document: object, path: str) -> tuple[int, ...]:
     while rest:
         if isinstance(node, dict):
             matches = [
-                (len(key), at, key)
+                (len(shown), at, key)
                 for at, key in enumerate(node)
-                if isinstance(key, str) and (rest == key or rest.startswith((f"{key}.", f"{key}[")))
+                if isinstance(key, str)
+                for shown in (key, json.dumps(key))  # a blank key is shown quoted
+                if rest == shown or rest.startswith((f"{shown}.", f"{shown}["))
             ]
             if not matches:
                 position.append(len(node))
@@ -98,11 +110,20 @@ def document_position(document: object, path: str) -> tuple[int, ...]:
     return tuple(position)
 
 
+_BLANK_KEY = (
+    "blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); the 2026.9 schema rejects it"
+)
+
+
 def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[str, str, object]]:
-    """(normalised id, path, raw loopDetection block) of each agent entry, in file order."""
+    """(normalised id, path, raw loopDetection block) of the first entry of each agent id, in file order. The
+    per-agent lookup (agent-scope-config-*.mjs in 2026.9.6) reads ``agents.entries`` when it is set, else
+    ``agents.list``; in either the first entry whose normalised id matches wins, and a blank key or id is
+    normalised to ``main`` like any agent id."""
     if not isinstance(agents, dict):
         return []
     out: list[tuple[str, str, object]] = []
+    first_paths: dict[str, str] = {}
     entries = agents.get("entries")
     if entries is not None:
         if not isinstance(entries, dict):
@@ -113,26 +134,31 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
                 ConfigWarning("agents.list", only_read_by(PROFILE_2026_7, " when agents.entries is set"), None)
             )
         for key, entry in entries.items():
+            blank = not js_trim(str(key))
+            entry_path = f"agents.entries.{json.dumps(key) if blank else key}"  # a blank key shows quoted
             if not isinstance(entry, dict):
-                warnings.append(
-                    ConfigWarning(f"agents.entries.{key}", f"{show_value(entry)} is not an object; ignored", None)
-                )
-            elif isinstance(key, str) and js_trim(key):
-                tools = entry.get("tools")
-                block = tools.get("loopDetection") if isinstance(tools, dict) else None
-                out.append((normalize_agent_id(key), f"agents.entries.{key}.tools.loopDetection", block))
+                warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
+                continue
+            if blank:
+                warnings.append(ConfigWarning(entry_path, _BLANK_KEY, None))
+            block = entry_loop_block(entry, entry_path, warnings)
+            agent_id = normalize_agent_id(str(key))
+            if first_with_id(agent_id, entry_path, entry_path, first_paths, has_loop_block(entry), warnings):
+                out.append((agent_id, f"{entry_path}.tools.loopDetection", block))
         return out
     agent_list = agents.get("list")
     if isinstance(agent_list, list):
         if agent_list:
             warnings.append(ConfigWarning("agents.list", "moved to keyed agents.entries in 2026.8+; still read", None))
         for index, entry in enumerate(agent_list):
+            entry_path = f"agents.list[{index}]"
             if not isinstance(entry, dict):
-                warnings.append(
-                    ConfigWarning(f"agents.list[{index}]", f"{show_value(entry)} is not an object; ignored", None)
-                )
-            elif (agent_id := list_entry_id(entry, index, warnings)) is not None:
-                tools = entry.get("tools")
-                block = tools.get("loopDetection") if isinstance(tools, dict) else None
-                out.append((agent_id, f"agents.list[{index}].tools.loopDetection", block))
+                warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
+                continue
+            block = entry_loop_block(entry, entry_path, warnings)
+            listed_id = list_entry_id(entry, index, warnings)
+            if listed_id is not None and first_with_id(
+                listed_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
+            ):
+                out.append((listed_id, f"{entry_path}.tools.loopDetection", block))
     return out

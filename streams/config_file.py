@@ -24,6 +24,9 @@ from streams.detection.config import (
     DEFAULT_AGENT_ID,
     GLOBAL_BLOCK_PATH,
     ConfigWarning,
+    entry_loop_block,
+    first_with_id,
+    has_loop_block,
     list_entry_id,
     loop_config_to_dict,
     normalize_agent_id,
@@ -230,32 +233,18 @@ class LoadedConfig:
 
 def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> list[AgentBlock]:
     agents: list[AgentBlock] = []
-    first_index: dict[str, int] = {}
+    first_paths: dict[str, str] = {}
     for index, entry in enumerate(agent_list):
+        entry_path = f"agents.list[{index}]"
         if not isinstance(entry, dict):
-            warnings.append(
-                ConfigWarning(f"agents.list[{index}]", f"{show_value(entry)} is not an object; ignored", None)
-            )
+            warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
             continue
-        tools = entry.get("tools")
-        has_block = isinstance(tools, dict) and "loopDetection" in tools
-        if tools is not None and not isinstance(tools, dict):
-            warnings.append(ConfigWarning(f"agents.list[{index}].tools", "not an object; ignored", None))
+        block = entry_loop_block(entry, entry_path, warnings)
         agent_id = list_entry_id(entry, index, warnings)
-        if agent_id is None:
+        if agent_id is None or not first_with_id(
+            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
+        ):
             continue
-        if agent_id in first_index:
-            ignored = "this entry's tools.loopDetection is ignored" if has_block else "OpenClaw uses the first entry"
-            warnings.append(
-                ConfigWarning(
-                    f"agents.list[{index}].id",
-                    f"duplicate of agents.list[{first_index[agent_id]}] (agent {agent_id!r}); {ignored}",
-                    None,
-                )
-            )
-            continue
-        first_index[agent_id] = index
-        block = tools.get("loopDetection") if isinstance(tools, dict) else None
         agents.append(AgentBlock(agent_id, index, block))
     return agents
 

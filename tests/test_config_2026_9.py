@@ -142,3 +142,94 @@ def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
     # With agents.entries set 2026.9 never reads agents.list: its one warning says so, no per-entry ones.
     beside = LoadedConfig.from_document({"agents": {**doc["agents"], "entries": {}}}).gen9
     assert [w.path for w in beside.warnings] == ["agents.list"]
+
+
+# --- per-agent lookup: duplicate ids, a tools that is not an object, blank agents.entries keys ------------------
+# Read in openclaw@2026.9.6: agent-scope-config-*.mjs (resolveAgentEntry, the first match wins) and
+# tool-loop-detection-config-*.mjs (entry.tools?.loopDetection); 2026.7.35 resolves agents.list the same way.
+
+NOT_READ = "this entry's tools.loopDetection is ignored"
+
+
+def test_a_duplicate_list_id_is_warned_about_under_2026_9_as_under_2026_7() -> None:
+    """Both generations take the first entry of an id; 2026.9 said nothing about the one never read."""
+    doc = {
+        "tools": {"loopDetection": {"enabled": True}},
+        "agents": {
+            "list": [
+                {"id": "ops", "tools": {"loopDetection": {"enabled": False}}},
+                {"id": " OPS ", "tools": {"loopDetection": {"enabled": True}}},
+                {"id": "ops", "model": "no block"},
+            ]
+        },
+    }
+    loaded = LoadedConfig.from_document(doc)
+    duplicates = [
+        ("agents.list[1].id", f"duplicate of agents.list[0] (agent 'ops'); {NOT_READ}"),
+        ("agents.list[2].id", "duplicate of agents.list[0] (agent 'ops'); OpenClaw uses the first entry"),
+    ]
+    assert [(w.path, w.message) for w in loaded.warnings] == duplicates
+    assert [(w.path, w.message) for w in loaded.gen9.warnings][1:] == duplicates  # after the agents.list note
+    assert not loaded.for_agent("ops").enabled and not loaded.gen9.for_agent("ops").enabled  # the first one
+    assert loaded.gen9.agent_ids == ("ops",)
+
+
+def test_duplicate_entries_keys_first_wins_and_is_warned_about() -> None:
+    """``Ops`` and ``ops`` are one agent; the lookup walks the keys in order and stops at the first."""
+    doc = {
+        "agents": {
+            "entries": {
+                "Ops": {"tools": {"loopDetection": {"enabled": True}}},
+                "ops": {"tools": {"loopDetection": {"enabled": False}}},
+            }
+        }
+    }
+    gen9 = LoadedConfig.from_document(doc).gen9
+    assert gen9.for_agent("ops").enabled and gen9.for_agent("OPS").guard_enabled
+    assert [(w.path, w.message) for w in gen9.warnings] == [
+        ("agents.entries.ops", f"duplicate of agents.entries.Ops (agent 'ops'); {NOT_READ}")
+    ]
+
+
+def test_a_tools_that_is_not_an_object_is_warned_about_under_2026_9_too() -> None:
+    """``entry.tools?.loopDetection`` of a string, array or number is undefined: the global block applies."""
+    listed = {
+        "tools": {"loopDetection": {"enabled": False}},
+        "agents": {"list": [{"id": "a", "tools": "loopDetection"}, {"id": "b", "tools": [1]}, {"id": "c"}]},
+    }
+    loaded = LoadedConfig.from_document(listed)
+    expected = [("agents.list[0].tools", "not an object; ignored"), ("agents.list[1].tools", "not an object; ignored")]
+    assert [(w.path, w.message) for w in loaded.warnings] == expected
+    assert [(w.path, w.message) for w in loaded.gen9.warnings][1:] == expected
+    assert loaded.gen9.for_agent("a") == loaded.gen9.default_config == loaded.gen9.for_agent("b")
+    keyed = {"agents": {"entries": {"a": {"tools": 3}, "b": {"tools": None}}}}
+    gen9 = LoadedConfig.from_document(keyed).gen9
+    assert [(w.path, w.message) for w in gen9.warnings] == [("agents.entries.a.tools", "not an object; ignored")]
+    assert gen9.agent_ids == ("a", "b") and gen9.for_agent("a") == gen9.default_config
+
+
+def test_a_blank_entries_key_is_agent_main() -> None:
+    """OpenClaw normalises a blank key as any agent id, to ``main``, so it is main's entry (the first one for main
+    wins); the model skipped it silently, so main got the global block instead."""
+    doc = {
+        "tools": {"loopDetection": {"enabled": True}},
+        "agents": {
+            "entries": {
+                "": {"tools": {"loopDetection": {"enabled": False}}},
+                "ops": {},
+                "  ": {"tools": {"loopDetection": {"enabled": True}}},
+            }
+        },
+    }
+    gen9 = LoadedConfig.from_document(doc).gen9
+    assert not gen9.for_agent("main").enabled and not gen9.for_agent(None).guard_enabled
+    assert gen9.agent_ids == ("main", "ops")
+    blank = "blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); the 2026.9 schema rejects it"
+    assert [(w.path, w.message) for w in gen9.warnings] == [
+        ('agents.entries.""', blank),
+        ('agents.entries."  "', blank),
+        ('agents.entries."  "', f"duplicate of agents.entries.\"\" (agent 'main'); {NOT_READ}"),
+    ]
+    # A "main" key before it is the one read.
+    first = {"agents": {"entries": {"main": {}, "": {"tools": {"loopDetection": {"enabled": False}}}}}}
+    assert LoadedConfig.from_document(first).gen9.for_agent("main").guard_enabled

@@ -74,14 +74,19 @@ def only_read_by(profile: str, qualifier: str = "") -> str:
     return f"read only by {profile}{qualifier}; under {other} it is ignored"
 
 
+def has_loop_block(entry: Mapping[object, object]) -> bool:
+    """Whether an agent entry sets ``tools.loopDetection`` (to anything, null included)."""
+    tools = entry.get("tools")
+    return isinstance(tools, dict) and "loopDetection" in tools
+
+
 def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[ConfigWarning]) -> str | None:
     """The normalised id of ``agents.list[index]``; None when ``id`` is not a non-empty string. Both generations
     then skip the entry, which is warned about when it has a ``tools.loopDetection``."""
     raw_id = entry.get("id")
     if isinstance(raw_id, str) and js_trim(raw_id):
         return normalize_agent_id(raw_id)
-    tools = entry.get("tools")
-    if isinstance(tools, dict) and "loopDetection" in tools:
+    if has_loop_block(entry):
         warnings.append(
             ConfigWarning(
                 f"agents.list[{index}].id",
@@ -90,6 +95,39 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
             )
         )
     return None
+
+
+def entry_loop_block(entry: Mapping[object, object], entry_path: str, warnings: list[ConfigWarning]) -> object:
+    """The raw ``tools.loopDetection`` of one agent entry (``agents.list[i]`` or ``agents.entries.<id>``), None
+    when it has none. Both generations read ``entry.tools?.loopDetection`` (tool-loop-detection-config-*.js in
+    2026.7.35, tool-loop-detection-config-*.mjs in 2026.9.6), so a ``tools`` that is not an object gives the agent
+    no block of its own (the global one applies); that is warned about here, for both."""
+    tools = entry.get("tools")
+    if isinstance(tools, dict):
+        return tools.get("loopDetection")
+    if tools is not None:
+        warnings.append(ConfigWarning(f"{entry_path}.tools", "not an object; ignored", None))
+    return None
+
+
+def first_with_id(
+    agent_id: str,
+    entry_path: str,
+    warn_path: str,
+    first_paths: dict[str, str],
+    has_block: bool,
+    warnings: list[ConfigWarning],
+) -> bool:
+    """Whether the entry at ``entry_path`` is the first for ``agent_id`` (then it is recorded in ``first_paths``).
+    OpenClaw's per-agent lookup takes the first entry whose normalised id matches, in both generations
+    (``resolveAgentEntry`` in agent-scope-config-*.js of 2026.7.35 and agent-scope-config-*.mjs of 2026.9.6), so a
+    later one is never read for that id: warned about at ``warn_path``."""
+    first = first_paths.setdefault(agent_id, entry_path)
+    if first == entry_path:
+        return True
+    ignored = "this entry's tools.loopDetection is ignored" if has_block else "OpenClaw uses the first entry"
+    warnings.append(ConfigWarning(warn_path, f"duplicate of {first} (agent {agent_id!r}); {ignored}", None))
+    return False
 
 
 def is_positive_integer(value: object) -> bool:

@@ -152,6 +152,51 @@ def test_2026_9_names_2026_7_keys_and_warns_about_an_entry_without_an_id(empty: 
     assert (as7.code, as7.out.splitlines()[1].split()[4], as7.err) == (1, "15", ignored + "\n")
 
 
+def test_2026_9_warns_about_duplicate_ids_non_object_tools_and_blank_entries_keys(empty: Path) -> None:
+    """Three settings OpenClaw never reads passed the 2026.9 gate silently (2026.7 warned about the first two), and
+    a blank ``agents.entries`` key, which OpenClaw reads as agent main, was dropped."""
+    listed = write(
+        empty,
+        "list.json5",
+        "{tools: {loopDetection: {enabled: true}}, agents: {list: [\n"
+        '  {id: "ops", tools: {loopDetection: {enabled: false}}},\n'
+        '  {id: "Ops", tools: {loopDetection: {enabled: true}}},\n'
+        '  {id: "qa", tools: "off"}]}}',
+    )
+    shared = [
+        "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'ops'); this entry's tools.loopDetection is "
+        "ignored",
+        "warning: agents.list[2].tools: not an object; ignored",
+    ]
+    as9 = lw(empty, "config", "check", listed, "--profile", "openclaw-2026.9")
+    assert (as9.code, as9.out.splitlines()[2:4]) == (
+        1,
+        ["ops        false    false  3", "qa         true     true   3"],
+    )
+    assert as9.err.splitlines() == [
+        "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
+        *shared,
+    ]
+    as7 = lw(empty, "config", "check", listed)
+    assert (as7.code, as7.err.splitlines()) == (1, shared)
+    keyed = write(
+        empty,
+        "entries.json5",
+        '{tools: {loopDetection: {enabled: true}}, agents: {entries: {"": {tools: {loopDetection: {enabled: false}}},'
+        " ops: {tools: []}}}}",
+    )
+    result = lw(empty, "config", "check", keyed, "--profile", "openclaw-2026.9")
+    assert (result.code, result.out.splitlines()[2:4]) == (
+        1,
+        ["main       false    false  3", "ops        true     true   3"],
+    )
+    assert result.err.splitlines() == [
+        "warning: agents.entries.\"\": blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); "
+        "the 2026.9 schema rejects it",
+        "warning: agents.entries.ops.tools: not an object; ignored",
+    ]
+
+
 # --- 3. numbers as JavaScript's doubles ----------------------------------------------------------------------------
 
 

@@ -13,6 +13,8 @@ from streams.detection.config import (
     CRITICAL_BEFORE_GLOBAL,
     WARNING_BEFORE_CRITICAL,
     ConfigWarning,
+    entry_loop_block,
+    first_with_id,
     is_positive_integer,
     js_trim,
     js_truthy,
@@ -333,3 +335,23 @@ def test_js_helpers() -> None:
     truthy: tuple[object, ...] = (1, -1, "0", "false", [], {}, True)
     assert [js_truthy(v) for v in truthy] == [True] * 7
     assert is_positive_integer(3.0) and not is_positive_integer(True) and not is_positive_integer("3")
+
+
+def test_entry_loop_block_and_first_with_id() -> None:
+    """The two per-entry rules both generations share (one place, used by both readers)."""
+    warnings: list[ConfigWarning] = []
+    assert entry_loop_block({"tools": {"loopDetection": {"enabled": True}}}, "e", warnings) == {"enabled": True}
+    assert entry_loop_block({"tools": None}, "e", warnings) is None and warnings == []
+    for tools in ("x", [], 0, True):
+        assert entry_loop_block({"tools": tools}, "e", warnings) is None
+    assert warnings == [ConfigWarning("e.tools", "not an object; ignored", None)] * 4
+    warnings.clear()
+    seen: dict[str, str] = {}
+    assert first_with_id("a", "l[0]", "l[0].id", seen, False, warnings)
+    assert first_with_id("a", "l[0]", "l[0].id", seen, False, warnings)  # asking again about the first: still first
+    assert not first_with_id("a", "l[1]", "l[1].id", seen, True, warnings)
+    assert not first_with_id("a", "l[2]", "l[2].id", seen, False, warnings)
+    assert [(w.path, w.message) for w in warnings] == [
+        ("l[1].id", "duplicate of l[0] (agent 'a'); this entry's tools.loopDetection is ignored"),
+        ("l[2].id", "duplicate of l[0] (agent 'a'); OpenClaw uses the first entry"),
+    ]
