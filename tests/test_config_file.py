@@ -351,3 +351,15 @@ def test_a_huge_threshold_is_a_double_and_is_reported() -> None:
     assert [w.message for w in beyond.warnings] == ["Infinity is not a positive integer; the default applies"]
     elsewhere = {"gateway": {"port": 2**64 + 1}, "tools": {"loopDetection": {"warningThreshold": 15}}}
     assert LoadedConfig.from_document(elsewhere).warnings == ()  # only numbers loop detection reads are reported
+
+
+def test_agent_ids_are_matched_by_openclaw_s_normalisation_under_both_lines(tmp_path: Path) -> None:
+    """OpenClaw names the agent "My Agent" my-agent (the id its runs and so its events carry), and finds that
+    entry's block by the same rule; a plain trim and lower-case missed it, and judged with the global block."""
+    on = "tools: { loopDetection: { enabled: true } }"
+    off = "tools: { loopDetection: { enabled: false } }"
+    listed = load_openclaw_config(write(tmp_path, f'{{ {on}, agents: {{ list: [ {{ id: "My Agent", {off} }} ] }} }}'))
+    keyed = load_openclaw_config(write(tmp_path, f'{{ {on}, agents: {{ entries: {{ "Ops.Team": {{ {off} }} }} }} }}'))
+    for line, agent in ((listed, "my-agent"), (listed.gen9, "my-agent"), (keyed.gen9, "ops-team")):
+        assert not line.for_agent(agent).enabled, agent
+        assert line.for_agent("someone-else").enabled

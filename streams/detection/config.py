@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -59,12 +60,21 @@ class ConfigWarning:
     value_used: object
 
 
+_CANONICAL_AGENT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_NOT_AGENT_ID_CHARS: Final = re.compile(r"[^a-z0-9_-]+")
+
+
 def normalize_agent_id(agent_id: str | None) -> str:
-    """Agent ids match after trim and lower-case; a missing or blank id is the default agent ``main``."""
+    """OpenClaw's agent-id rule, the same in 2026.7 and 2026.9: trimmed (JS whitespace) and lower-cased; an id
+    that is not already canonical also has each run of other characters made one dash, no dash at either end,
+    and at most 64 characters ("My Agent" is my-agent). A missing id, or nothing left, is the default ``main``."""
     if agent_id is None:
         return DEFAULT_AGENT_ID
     trimmed = js_trim(agent_id)
-    return trimmed.lower() if trimmed else DEFAULT_AGENT_ID
+    lowered = trimmed.lower()
+    if _CANONICAL_AGENT_ID.fullmatch(trimmed):
+        return lowered
+    return _NOT_AGENT_ID_CHARS.sub("-", lowered).strip("-")[:64] or DEFAULT_AGENT_ID
 
 
 def only_read_by(profile: str, qualifier: str = "") -> str:

@@ -3,9 +3,12 @@ explain them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import schemas.config
 from schemas import schema_errors
@@ -321,11 +324,30 @@ def test_warnings_cover_what_the_strict_schema_rejects() -> None:
 
 
 def test_normalize_agent_id() -> None:
+    """OpenClaw's rule, as its dist has it (checked call for call against the real function in
+    tests/openclaw_e2e/test_agent_ids.py)."""
     assert normalize_agent_id(None) == "main"
     assert normalize_agent_id("  Ops\u3000") == "ops"
     assert normalize_agent_id("\ufeffMAIN") == "main"
     assert normalize_agent_id(" \t") == "main"
-    assert normalize_agent_id("a\x1c") == "a\x1c"  # not JS whitespace
+    assert normalize_agent_id("a\x1c") == "a"  # not JS whitespace, so not trimmed: not an id character either
+    assert normalize_agent_id("My Agent") == "my-agent"
+    assert normalize_agent_id("Ops.Team/EU") == "ops-team-eu"
+    assert normalize_agent_id("--ops--") == "ops"
+    assert normalize_agent_id("a--b") == "a--b"  # canonical already: runs of dashes stay
+    assert normalize_agent_id("_x") == "_x"
+    assert normalize_agent_id("!!!") == "main"
+    assert normalize_agent_id("\u212a") == "k"  # the Kelvin sign lower-cases to an ASCII k
+    assert normalize_agent_id("A" * 70) == "a" * 64
+    assert normalize_agent_id("a" * 64 + "!") == "a" * 64
+    assert normalize_agent_id("é" + "b" * 70) == "b" * 64  # the dash goes first, then the cut
+
+
+@given(st.text(max_size=90))
+def test_a_normalised_agent_id_is_canonical_and_stays_as_it_is(raw: str) -> None:
+    agent = normalize_agent_id(raw)
+    assert agent == "main" or re.fullmatch(r"[a-z0-9_][a-z0-9_-]{0,63}", agent)
+    assert normalize_agent_id(agent) == agent
 
 
 def test_js_helpers() -> None:
