@@ -3,7 +3,8 @@
 Each run's escalation is shown once per decision level (its first warning, block and abort; a looping run
 repeats its verdicts on every call) next to fleet storm alerts, in lines of at most 120 columns. Traffic is
 stamped with the wall clock, so verdict and storm times agree and the latency metric is real. With
-``LOOPWATCH_BOOTSTRAP`` set, the demo uses that cluster instead of starting a broker. Every process it starts is
+``--bootstrap`` the demo uses that cluster instead of starting a broker; ``LOOPWATCH_BOOTSTRAP`` alone, set for a
+worker, does not send demo traffic to a real cluster (it is noted and left aside). Every process it starts is
 stopped by pid on Ctrl-C, on SIGTERM and on any failure; a second Ctrl-C kills them at once. Its logs and state
 live in a temporary directory, removed when the demo ends as it should (its traffic over, Ctrl-C, SIGTERM) and
 kept, with its path printed, when something failed.
@@ -41,6 +42,9 @@ DEMO_CONFIG = """{
 """
 
 
+_BOOTSTRAP_VARIABLE = "LOOPWATCH_BOOTSTRAP"
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streams.demo", description=__doc__)
     p.add_argument("--gateways", type=int, default=DEFAULT_GATEWAYS)
@@ -55,6 +59,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--max-verdicts", type=int, default=None, help="stop after this many verdicts")
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument(
+        "--bootstrap",
+        default=None,
+        help="HOST:PORT of a Kafka cluster to run on instead of starting the embedded broker (its loopwatch topics "
+        f"get the demo's traffic and --partitions; default: the embedded broker, whatever {_BOOTSTRAP_VARIABLE} says)",
+    )
     return p.parse_args(argv)
 
 
@@ -184,7 +194,13 @@ def _traffic_command(py: list[str], bootstrap: str, args: argparse.Namespace) ->
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     work = Path(tempfile.mkdtemp(prefix="loopwatch-demo-"))
-    bootstrap = os.environ.get("LOOPWATCH_BOOTSTRAP", "").strip()
+    bootstrap = (args.bootstrap or "").strip()
+    if not bootstrap and os.environ.get(_BOOTSTRAP_VARIABLE, "").strip():
+        print(
+            f"note: {_BOOTSTRAP_VARIABLE} is set, but the demo runs on its own embedded broker, not on that cluster "
+            '(make run RUN_ARGS="--bootstrap HOST:PORT" sends its traffic there)',
+            flush=True,
+        )
     broker: EmbeddedBroker | None = None
     procs: list[subprocess.Popen[bytes]] = []
     failed = True  # until the demo ends as it should: a failed run keeps its directory for its logs
