@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from streams.config_file import LoadedConfig, load_openclaw_config
+from streams.detection.config import BLANK_ID, MISSING_ID
 from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9
 
 ENTRIES = """{
@@ -119,26 +120,27 @@ def test_retired_keys_name_the_2026_7_line_and_what_2026_9_does_instead() -> Non
 
 
 def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
-    """2026.9 skips it (no id, no agent) as 2026.7 does, but said nothing while 2026.7 warned."""
+    """2026.9 skips an entry without a string id as 2026.7 does, but said nothing while 2026.7 warned. A blank
+    id is agent main in both lines' lookup (it was skipped: main then judged with the global block)."""
     doc = {
         "agents": {
             "list": [
                 {"tools": {"loopDetection": {"enabled": False}}},
-                {"id": " ", "tools": {"loopDetection": None}},
+                {"id": " ", "tools": {"loopDetection": {"enabled": False}}},
                 {"id": 7, "name": "no block: nothing to ignore"},
                 {"id": "ops"},
             ]
         }
     }
     loaded = LoadedConfig.from_document(doc)
-    ignored = "missing or not a non-empty string; this entry's tools.loopDetection is ignored"
     assert [(w.path, w.message) for w in loaded.gen9.warnings] == [
         ("agents.list", "moved to keyed agents.entries in 2026.8+; still read"),
-        ("agents.list[0].id", ignored),
-        ("agents.list[1].id", ignored),
+        ("agents.list[0].id", MISSING_ID),
+        ("agents.list[1].id", BLANK_ID),
     ]
     assert [w for w in loaded.gen9.warnings if w.path.endswith(".id")] == list(loaded.warnings)  # one rule, both
-    assert loaded.gen9.agent_ids == ("ops",) and loaded.gen9.for_agent("main").guard_enabled
+    assert loaded.gen9.agent_ids == ("main", "ops") and not loaded.gen9.for_agent("main").enabled
+    assert loaded.agent_ids == ("main", "ops") and not loaded.for_agent("main").enabled
     # With agents.entries set 2026.9 never reads agents.list: its one warning says so, no per-entry ones.
     beside = LoadedConfig.from_document({"agents": {**doc["agents"], "entries": {}}}).gen9
     assert [w.path for w in beside.warnings] == ["agents.list"]

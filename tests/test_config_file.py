@@ -235,7 +235,8 @@ def test_a_non_object_agent_entry_is_one_warning_in_document_order() -> None:
         "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'a'); OpenClaw uses the first entry",
         "warning: agents.list[2].tools.loopDetection.warningThreshold: 0 is not a positive integer; the default "
         "applies (using 10)",
-        "warning: agents.list[3].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored",
+        "warning: agents.list[3].id: missing or not a string (OpenClaw's config schema requires a string id); "
+        "this entry's tools.loopDetection is ignored",
         'warning: agents.list[4]: "str" is not an object; ignored',
         "warning: agents.list[5]: 3 is not an object; ignored",
         "warning: agents.list[6]: null is not an object; ignored",

@@ -91,20 +91,26 @@ def has_loop_block(entry: Mapping[object, object]) -> bool:
 
 
 def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[ConfigWarning]) -> str | None:
-    """The normalised id of ``agents.list[index]``; None when ``id`` is not a non-empty string. Both generations
-    then skip the entry, which is warned about when it has a ``tools.loopDetection``."""
+    """The normalised id of ``agents.list[index]``, as both generations' lookup normalises it: a blank string is
+    agent ``main`` (warned about). None when ``id`` is missing or not a string: OpenClaw's schema refuses that
+    entry, so its block, if it has one, is warned about and ignored."""
     raw_id = entry.get("id")
-    if isinstance(raw_id, str) and js_trim(raw_id):
+    path = f"agents.list[{index}].id"
+    if isinstance(raw_id, str):
+        if not js_trim(raw_id):
+            warnings.append(ConfigWarning(path, BLANK_ID, None))
         return normalize_agent_id(raw_id)
     if has_loop_block(entry):
-        warnings.append(
-            ConfigWarning(
-                f"agents.list[{index}].id",
-                "missing or not a non-empty string; this entry's tools.loopDetection is ignored",
-                None,
-            )
-        )
+        warnings.append(ConfigWarning(path, MISSING_ID, None))
     return None
+
+
+#: Read in both lines' agent-id rule: a blank id normalises to the default agent.
+BLANK_ID: Final = "blank: OpenClaw reads this entry as agent 'main' (a blank id normalises to main)"
+MISSING_ID: Final = (
+    "missing or not a string (OpenClaw's config schema requires a string id); this entry's tools.loopDetection is "
+    "ignored"
+)
 
 
 def entry_loop_block(entry: Mapping[object, object], entry_path: str, warnings: list[ConfigWarning]) -> object:

@@ -135,7 +135,8 @@ def test_2026_9_names_2026_7_keys_and_warns_about_an_entry_without_an_id(empty: 
         ' agents: {list: [{id: "ops"}, {tools: {loopDetection: {enabled: false}}}]}}',
     )
     ignored = (
-        "warning: agents.list[1].id: missing or not a non-empty string; this entry's tools.loopDetection is ignored"
+        "warning: agents.list[1].id: missing or not a string (OpenClaw's config schema requires a string id); this "
+        "entry's tools.loopDetection is ignored"
     )
     as9 = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
     assert (as9.code, as9.out.splitlines()[:3]) == (
