@@ -893,7 +893,8 @@ class LoopwatchWorker:
         """Run the Faust worker until SIGTERM/SIGINT; returns the exit status.
 
         ``on_ready`` is awaited once Faust has finished starting (partitions assigned, tables recovered, agents
-        and timers running): the moment Faust itself logs "Ready".
+        and timers running): the moment Faust itself logs "Ready". A worker stopped before that never calls it,
+        although Faust calls its start-up hook then too (:meth:`_Worker.came_up`).
         """
         worker = _Worker(
             self.app,
@@ -906,7 +907,8 @@ class LoopwatchWorker:
 
             async def startup_finished() -> None:
                 await started()
-                await on_ready()
+                if worker.came_up():
+                    await on_ready()
 
             worker.on_startup_finished = startup_finished  # type: ignore[method-assign]
         # Faust's terminal spinner lowers the root logger to DEBUG (so it spins on every record), which makes
@@ -932,6 +934,20 @@ class _Worker(faust.Worker):
     record of the crash is held back too: :class:`streams.worker.startup.ToldByTheWorker`)."""
 
     lost: str | None = None  # the changelog partition whose end lies before the store's offset
+
+    def came_up(self) -> bool:
+        """Whether the app really finished starting: the group assigned its partitions, the tables are
+        recovered, and no stop has begun.
+
+        Faust calls the app's start-up hook (``on_startup_finished``) also when SIGINT or SIGTERM cut its start
+        short: mode's ``Service._actually_start`` leaves its loop over the children once a stop begins and
+        still awaits ``on_started``, and Faust's ``App.on_started`` waits for table recovery only once recovery
+        has started. Faust's own hook then skips its "Ready" (``_shutdown_immediately``); so must the worker's.
+        """
+        if self._shutdown_immediately or self.should_stop or self.app.should_stop:
+            return False
+        recovery = cast(Any, self.app.tables).recovery  # TableManagerT does not declare it
+        return bool(recovery.completed.is_set())
 
     def _shutdown_loop(self) -> None:
         if isinstance(self.crash_reason, ConsistencyError):  # else mode logs "We experienced a crash!" and re-raises
