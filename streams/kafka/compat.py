@@ -333,7 +333,8 @@ def _leave_group_even_for_generation_zero(consumer: AIOKafkaConsumer) -> bool:
     leave = cast(Callable[[], Awaitable[None]], original)
 
     async def maybe_leave_group() -> None:
-        if coordinator.generation == 0 and getattr(coordinator, "member_id", ""):
+        static = getattr(coordinator, "_group_instance_id", None) is not None  # a static member never leaves
+        if coordinator.generation == 0 and getattr(coordinator, "member_id", "") and not static:
             log.info("leaving group %s (generation 0, member %s)", coordinator.group_id, coordinator.member_id)
             coordinator.generation = 1
         await leave()

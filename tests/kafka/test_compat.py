@@ -942,3 +942,34 @@ def test_partition_ranges_keep_a_worker_s_start_up_line_short() -> None:
     tps = [("loopwatch.events", p) for p in (3, 0, 1, 2, 5, 7, 8, 9)] + [("signals", 0), ("loopwatch.events", 1)]
     assert partition_ranges(tps) == "loopwatch.events[0-3,5,7-9], signals[0]"
     assert partition_ranges([]) == ""
+
+
+def _leave_at_generation_zero(instance_id: str | None) -> list[int]:
+    """The generations a coordinator in generation 0 presents to aiokafka's leave, with the remedy installed."""
+    from streams.kafka.compat import _leave_group_even_for_generation_zero
+
+    seen: list[int] = []
+
+    class Coordinator:
+        group_id, member_id, generation, _group_instance_id = "g", "m-1", 0, instance_id
+
+        async def _maybe_leave_group(self) -> None:
+            seen.append(self.generation)
+
+    class Consumer:
+        _coordinator = Coordinator()
+
+    assert _leave_group_even_for_generation_zero(cast(Any, Consumer()))
+    run(Consumer._coordinator._maybe_leave_group())
+    return seen
+
+
+def test_a_static_member_is_not_presented_as_leaving(caplog: pytest.LogCaptureFixture) -> None:
+    """aiokafka never sends LeaveGroup for a static member (its session outlives a restart on purpose); the
+    generation-0 remedy leaves it so and says nothing, where it used to log a leave that never happened."""
+    caplog.set_level(logging.INFO, logger="streams.kafka.compat")
+    assert _leave_at_generation_zero(None) == [1]
+    assert [r.getMessage() for r in caplog.records] == ["leaving group g (generation 0, member m-1)"]
+    caplog.clear()
+    assert _leave_at_generation_zero("pod-0") == [0]
+    assert caplog.records == []
