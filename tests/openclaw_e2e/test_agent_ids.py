@@ -15,11 +15,9 @@ import subprocess
 from pathlib import Path
 
 from streams.detection.config import normalize_agent_id
-from tests.openclaw_e2e.test_openclaw_e2e import (  # noqa: F401  (pytestmark: the e2e switch)
-    OPENCLAW_VERSION,
-    _ensure_tools,
-    pytestmark,
-)
+from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, ensure_tools
+
+pytestmark = E2E_MARKS
 
 # Finds the module of the installed dist that defines normalizeAgentId and calls it on every input.
 _DRIVER = r"""
@@ -46,7 +44,7 @@ _EDGES = ["", " ", "My Agent", "main", "-" * 70, "a" * 64, "a" * 65, "_a", "\u03
 
 
 def test_agent_ids_normalise_as_openclaw_s_own_function(tmp_path: Path) -> None:
-    tools = _ensure_tools()
+    tools = ensure_tools()
     package = Path(tools.openclaw).parent
     assert re.search(r"node_modules/openclaw$", str(package)), package
     rng = random.Random(20261206)

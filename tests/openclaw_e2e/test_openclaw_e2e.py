@@ -40,25 +40,18 @@ from typing import Any
 import pytest
 
 from streams.devbroker import EmbeddedBroker
+from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, PLUGIN_DIR, Tools, ensure_tools
 from tests.support.kafka import TopicReader
 from tests.support.procs import REPO_ROOT, free_port, python_env, start_process, stop_process, wait_until
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        os.environ.get("LOOPWATCH_OPENCLAW_E2E") != "1",
-        reason="real-gateway e2e: run with `make test-openclaw` (LOOPWATCH_OPENCLAW_E2E=1)",
-    ),
-]
+pytestmark = E2E_MARKS
 
 HERE = Path(__file__).resolve().parent
-PLUGIN_DIR = REPO_ROOT / "deploy" / "openclaw-plugin"
 OBSERVER_DIR = HERE / "observer-plugin"
 PARTITIONS = 4
 EVENTS, VERDICTS = "loopwatch.events", "loopwatch.verdicts"
 AGENT_TIMEOUT = 240.0
 ARTIFACTS = REPO_ROOT / ".artifacts" / "openclaw-e2e"
-OPENCLAW_VERSION = os.environ.get("LOOPWATCH_OPENCLAW_VERSION", "2026.7.35")
 # The 2026.9 generation (2026.8.0 and later): only `enabled` is configurable, a second critical ends the run.
 GEN9 = tuple(int(p) for p in OPENCLAW_VERSION.split(".")[:2]) >= (2026, 8)
 LABEL = "" if OPENCLAW_VERSION == "2026.7.35" else f"-{OPENCLAW_VERSION}"  # artifact names of other versions
@@ -141,36 +134,12 @@ Decision = tuple[str, str, int]
 
 
 @dataclass
-class Tools:
-    node: str
-    openclaw: str
-
-
-@dataclass
 class Stack:
     tmp: Path
     tools: Tools
     bootstrap: str
     model_port: int
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-
-def _ensure_tools() -> Tools:
-    done = subprocess.run(
-        [str(HERE / "ensure-openclaw.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env={**os.environ, "LOOPWATCH_OPENCLAW_VERSION": OPENCLAW_VERSION},
-    )
-    assert done.returncode == 0, f"ensure-openclaw.sh failed:\n{done.stdout}\n{done.stderr}"
-    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    done = subprocess.run(
-        [str(PLUGIN_DIR / "scripts" / "ensure-deps.sh")], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0, f"ensure-deps.sh failed:\n{done.stdout}\n{done.stderr}"
-    return Tools(node=values["NODE"], openclaw=values["OPENCLAW"])
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -195,7 +164,7 @@ def _wait_for_log(proc: subprocess.Popen[bytes], path: Path, needle: str, timeou
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tools = _ensure_tools()
+    tools = ensure_tools()
     tmp = tmp_path_factory.mktemp("openclaw-e2e")
     procs: list[subprocess.Popen[bytes]] = []
     with EmbeddedBroker(log_path=tmp / "broker.log") as broker:

@@ -1,0 +1,48 @@
+"""The real OpenClaw the e2e tests run against: its version, the switch that runs them, and its install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import REPO_ROOT
+
+HERE = Path(__file__).resolve().parent
+PLUGIN_DIR = REPO_ROOT / "deploy" / "openclaw-plugin"
+OPENCLAW_VERSION = os.environ.get("LOOPWATCH_OPENCLAW_VERSION", "2026.7.35")
+E2E_MARKS = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        os.environ.get("LOOPWATCH_OPENCLAW_E2E") != "1",
+        reason="real-gateway e2e: run with `make test-openclaw` (LOOPWATCH_OPENCLAW_E2E=1)",
+    ),
+]
+
+
+@dataclass
+class Tools:
+    node: str
+    openclaw: str
+
+
+def ensure_tools() -> Tools:
+    """Node 24 and openclaw under .tools/ (``ensure-openclaw.sh``, once), and the plugin's own dependencies."""
+    done = subprocess.run(
+        [str(HERE / "ensure-openclaw.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "LOOPWATCH_OPENCLAW_VERSION": OPENCLAW_VERSION},
+    )
+    assert done.returncode == 0, f"ensure-openclaw.sh failed:\n{done.stdout}\n{done.stderr}"
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    done = subprocess.run(
+        [str(PLUGIN_DIR / "scripts" / "ensure-deps.sh")], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, f"ensure-deps.sh failed:\n{done.stdout}\n{done.stderr}"
+    return Tools(node=values["NODE"], openclaw=values["OPENCLAW"])
