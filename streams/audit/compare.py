@@ -160,6 +160,43 @@ def _sort_source(d: Difference) -> tuple[int, int]:
     return (-1, -1)
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigMismatch:
+    """Recorded verdicts decided with another config than the replay's: ``others`` counts them per config_hash,
+    ``recorded`` is how many verdicts were looked at."""
+
+    others: dict[str, int]
+    recorded: int
+    replay_hash: str
+
+    def describe(self) -> str:
+        listed = ", ".join(f"{h[:12]} ({n})" for h, n in sorted(self.others.items(), key=lambda kv: -kv[1]))
+        return (
+            f"{sum(self.others.values())} of {self.recorded} recorded verdicts were decided with another config "
+            f"(config_hash {listed}) than this replay ({self.replay_hash[:12]})"
+        )
+
+
+#: What a config mismatch means for ``--with-state``, which then fails (exit status 1).
+STATES_UNDER_ANOTHER_CONFIG: Final = (
+    "--with-state cannot use the worker's stored states under another config (their runs look compacted and are "
+    "left out)"
+)
+
+
+def config_mismatch(recorded: Iterable[Mapping[str, Any]], replay_hash: str) -> ConfigMismatch | None:
+    """The one rule telling that the worker judged with another config than a replay: recorded verdicts (those
+    of the replayed range) carrying another ``config_hash``. None when every one carries the replay's."""
+    others: dict[str, int] = {}
+    total = 0
+    for verdict in recorded:
+        total += 1
+        recorded_hash = verdict.get("config_hash")
+        if isinstance(recorded_hash, str) and recorded_hash != replay_hash:
+            others[recorded_hash] = others.get(recorded_hash, 0) + 1
+    return ConfigMismatch(others, total, replay_hash) if others else None
+
+
 def verdict_values(read: TopicRead, topic: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Decoded verdict objects of a verdicts topic read, and a note for every undecodable record."""
     out: list[dict[str, Any]] = []
@@ -180,9 +217,12 @@ def verdict_values(read: TopicRead, topic: str) -> tuple[list[dict[str, Any]], l
 
 __all__ = [
     "COMPARED_FIELDS",
+    "STATES_UNDER_ANOTHER_CONFIG",
     "Comparison",
+    "ConfigMismatch",
     "Difference",
     "compare_verdicts",
+    "config_mismatch",
     "in_range",
     "verdict_values",
 ]

@@ -335,6 +335,8 @@ async def read_state(
     """The plan for ``events``' runs (from the changelog) and the warm-up events it needs, per partition."""
     try:
         changelog = await records.read(state_topic)
+    except reader.NoSuchTopic:
+        raise  # the caller names the topic and the flag naming it
     except RuntimeError as exc:
         raise RuntimeError(f"cannot read state topic {state_topic}: {exc}") from None
     plan = plan_state(events, changelog.records, state_topic, {p: lo for p, (lo, _) in read.ranges.items()})

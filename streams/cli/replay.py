@@ -36,7 +36,7 @@ from streams.cli._args import (
 )
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
-from streams.errors import CommandError
+from streams.errors import EXIT_FINDINGS, CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
 from streams.kafka.security import KafkaSecurity, KafkaSecurityError, add_security_arguments, security_from_args
@@ -64,8 +64,19 @@ def register(sub: Any) -> None:
         type=bootstrap,
         help=f"Kafka bootstrap servers HOST:PORT, with --topic (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
-    p.add_argument("--from", dest="start", metavar="SPEC", help="first offsets (N or P:N,...) or RFC 3339 time")
-    p.add_argument("--to", dest="end", metavar="SPEC", help="end offsets, exclusive (N or P:N,...) or RFC 3339 time")
+    p.add_argument(
+        "--from",
+        dest="start",
+        metavar="SPEC",
+        help="first offsets (N for every partition, or P:N,...: partitions not listed are read from their first "
+        "offset) or an RFC 3339 time",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        metavar="SPEC",
+        help="end offsets, exclusive (N, or P:N,...: partitions not listed are read to their end) or an RFC 3339 time",
+    )
     p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
     p.add_argument(
         "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
@@ -74,7 +85,8 @@ def register(sub: Any) -> None:
         "--verdicts-topic",
         metavar="TOPIC",
         type=topic_name,
-        help=f"with --compare-verdicts: the verdicts topic (default {VERDICTS_TOPIC})",
+        help="with --compare-verdicts, or --run with --with-state (their config_hash must be this replay's): the "
+        f"verdicts topic (default {VERDICTS_TOPIC})",
     )
     p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
     p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
@@ -126,6 +138,11 @@ def _verdicts_topic(args: argparse.Namespace) -> str:
     return str(args.verdicts_topic or VERDICTS_TOPIC)
 
 
+def _reads_verdicts(args: argparse.Namespace) -> bool:
+    """``--compare-verdicts`` compares with the verdicts; ``--run --with-state`` checks their config_hash."""
+    return bool(args.compare_verdicts or (args.run is not None and args.with_state))
+
+
 def _state_topic(args: argparse.Namespace) -> str:
     """The changelog topic ``--state-topic``/``--group`` (else LOOPWATCH_GROUP, else the default group) name."""
     group = args.group or env_default(os.environ, "LOOPWATCH_GROUP", DEFAULT_GROUP) or DEFAULT_GROUP
@@ -152,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     if args.topic is None:
         refuse_topic_only(args, _TOPIC_ONLY, "replay")
     for needs, flags in _NEEDS:
-        refuse_without(args, needs, flags, "replay")
+        if needs[1] != "compare_verdicts" or not _reads_verdicts(args):
+            refuse_without(args, needs, flags, "replay")
     for pair, why in _EXCLUSIVE:
         refuse_together(args, pair, why, "replay")
     config = load_config(args.config, args, "replay")
@@ -203,12 +221,16 @@ def _explain(
     return _explained(out, run, bool(steps))
 
 
-def _explained(out: IO[str], run: str, found: bool, why: str = "") -> int:
+def _explained(
+    out: IO[str],
+    run: str,
+    found: bool,
+    why: str = "",
+    hint: str = "give a run id or scope key as it appears in the events",
+) -> int:
     out.flush()
     if not found:
-        raise CommandError(
-            f"no event of run {run!r}{why}", hint="give a run id or scope key as it appears in the events", code=1
-        )
+        raise CommandError(f"no event of run {run!r}{why}", hint=hint, code=1)
     return 0
 
 
@@ -224,13 +246,12 @@ def _explain_with_state(
     mine = explain.run_events(events, args.run)
     if not mine:
         return _explain([], config, args.run, sys.stdout, as_json=args.json)
+    _check_config(args, config, read, records, security)
     state_topic = _state_topic(args)
     try:
         plan, warm = asyncio.run(with_state.read_state(records, state_topic, args.topic, read, mine))
     except Exception as exc:
-        raise reader.read_failure(
-            exc, f"cannot read the stored state of {state_topic}", args.bootstrap, security
-        ) from None
+        raise _state_failure(exc, args, security) from None
     for note in plan.notes:
         print(note, file=sys.stderr)
     result = explain.explain_from_state(plan, mine, warm, config, args.run)
@@ -238,8 +259,59 @@ def _explain_with_state(
         sys.stdout.write(orjson.dumps(result.to_json(args.run)).decode() + "\n")
     else:
         sys.stdout.write(result.render(args.run, config))
-    why = f" after its stored state ({result.skipped} events in range already in it)" if result.skipped else ""
-    return _explained(sys.stdout, args.run, bool(result.steps), why)
+    if not result.skipped:
+        return _explained(sys.stdout, args.run, bool(result.steps))
+    why = f" after its stored state ({result.skipped} events in range already in it)"
+    hint = "start the range before the run's stored state (--from), or give replay the worker's config with --config"
+    return _explained(sys.stdout, args.run, bool(result.steps), why, hint)
+
+
+def _check_config(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    read: reader.TopicRead,
+    records: RecordSource,
+    security: KafkaSecurity,
+) -> None:
+    """``--run --with-state``: the stored states were computed with the worker's config. Recorded verdicts in the
+    range with another config_hash (:func:`streams.audit.compare.config_mismatch`) fail the explanation (exit
+    status 1, as ``--compare-verdicts --with-state``); without the default verdicts topic a note says it was not
+    checked."""
+    verdicts = _verdicts_topic(args)
+    try:
+        verdict_read = asyncio.run(records.read(verdicts))
+    except reader.NoSuchTopic as exc:
+        if args.verdicts_topic is not None:
+            raise reader.read_failure(
+                exc, f"cannot read topic {verdicts}", args.bootstrap, security, "--verdicts-topic"
+            ) from None
+        print(
+            f"loopwatch replay: note: no topic {verdicts}: whether the stored states were computed with this config "
+            "is not checked (--verdicts-topic names the worker's verdicts topic)",
+            file=sys.stderr,
+        )
+        return
+    except Exception as exc:
+        raise reader.read_failure(exc, f"cannot read topic {verdicts}", args.bootstrap, security) from None
+    recorded, _ = compare.verdict_values(verdict_read, verdicts)  # an explanation does not list undecodable ones
+    mismatch = compare.config_mismatch(
+        (v for v in recorded if compare.in_range(v, args.topic, read.ranges)), config.config_hash
+    )
+    if mismatch is not None:
+        raise CommandError(
+            f"cannot explain run {args.run!r} from the worker's stored state: {mismatch.describe()}",
+            f"--config {args.config}" if args.config is not None else "no --config: OpenClaw's defaults",
+            "the stored states were computed with the worker's config: give replay that config file with --config "
+            "(or leave out --with-state to explain the run from empty)",
+            code=EXIT_FINDINGS,
+        )
+
+
+def _state_failure(exc: BaseException, args: argparse.Namespace, security: KafkaSecurity) -> CommandError:
+    """A failed read of the worker's stored state (a missing topic names --group or --state-topic)."""
+    flag = "--state-topic" if args.state_topic is not None else "--group"
+    action = f"cannot read the worker's stored state in {_state_topic(args)}"
+    return reader.read_failure(exc, action, args.bootstrap, security, flag)
 
 
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
@@ -263,12 +335,15 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
             asyncio.run(records.read(_verdicts_topic(args), nothing, nothing))
         except Exception as exc:
             raise reader.read_failure(
-                exc, f"cannot read topic {_verdicts_topic(args)}", args.bootstrap, security
+                exc, f"cannot read topic {_verdicts_topic(args)}", args.bootstrap, security, "--verdicts-topic"
             ) from None
     try:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:
         raise reader.read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
+    past = reader.past_end(start, end, read.ends)
+    if past:
+        print(f"loopwatch replay: note: {past}", file=sys.stderr)
     if not any(read.records.values()) and (args.start is not None or args.end is not None):
         spans = ", ".join(f"{p}: {lo}..{hi}" for p, (lo, hi) in sorted(read.ranges.items()))
         print(
@@ -304,7 +379,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
                 )
             )
         except Exception as exc:
-            raise reader.read_failure(exc, "cannot read the worker's stored state", args.bootstrap, security) from None
+            raise _state_failure(exc, args, security) from None
         for note in stateful.notes:
             print(note, file=sys.stderr)
         print(stateful.summary(), file=sys.stderr)
@@ -336,7 +411,9 @@ def _compare(
     try:
         verdict_read = asyncio.run(records.read(verdicts))
     except Exception as exc:
-        raise reader.read_failure(exc, f"cannot read topic {verdicts}", args.bootstrap, security) from None
+        raise reader.read_failure(
+            exc, f"cannot read topic {verdicts}", args.bootstrap, security, "--verdicts-topic"
+        ) from None
     recorded, notes = compare.verdict_values(verdict_read, verdicts)
     for note in notes:
         print(note, file=sys.stderr)
@@ -367,22 +444,9 @@ def _compare(
 def config_hash_hint(recorded: list[dict[str, Any]], replay_hash: str, *, with_state: bool = False) -> str | None:
     """When recorded verdicts in the range were decided with another config, say so (and what to pass): always,
     since equal verdicts under another config are a finding too, and with ``--with-state`` a failed comparison."""
-    others: dict[str, int] = {}
-    for verdict in recorded:
-        recorded_hash = verdict.get("config_hash")
-        if isinstance(recorded_hash, str) and recorded_hash != replay_hash:
-            others[recorded_hash] = others.get(recorded_hash, 0) + 1
-    if not others:
+    mismatch = compare.config_mismatch(recorded, replay_hash)
+    if mismatch is None:
         return None
-    listed = ", ".join(f"{h[:12]} ({n})" for h, n in sorted(others.items(), key=lambda kv: -kv[1]))
-    return (
-        f"loopwatch replay: note: {sum(others.values())} of {len(recorded)} recorded verdicts were decided with "
-        f"another config (config_hash {listed}) than this replay ({replay_hash[:12]}): pass the worker's config "
-        "file with --config"
-        + (
-            "; --with-state cannot use the worker's stored states under another config (their runs look compacted "
-            "and are left out), so the comparison fails"
-            if with_state
-            else ""
-        )
+    return f"loopwatch replay: note: {mismatch.describe()}: pass the worker's config file with --config" + (
+        f"; {compare.STATES_UNDER_ANOTHER_CONFIG}, so the comparison fails" if with_state else ""
     )

@@ -23,6 +23,7 @@ import orjson
 from streams.cli import StdoutFailed, StdoutGone
 from streams.cli._args import bootstrap, bootstrap_setting, non_negative_int, positive_float, positive_int, topic_name
 from streams.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNAVAILABLE, CommandError, warn
+from streams.kafka.reader import no_such_topic_hint
 from streams.kafka.security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -183,9 +184,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
     topics = topics_of(args)
     for topic in topics:
         if topic not in counts:
-            raise CommandError(
-                "no such topic", topic, "the worker creates the loopwatch topics when it starts; is one running?"
-            )
+            raise CommandError("no such topic", topic, no_such_topic_hint(topic, counts, "--topic"))
     tps = [TopicPartition(topic, p) for topic in topics for p in range(counts[topic])]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=args.bootstrap,

@@ -11,19 +11,63 @@ same two methods instead, so nothing is monkeypatched. Time bounds (RFC 3339) ar
 from __future__ import annotations
 
 import asyncio
+import difflib
 import heapq
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
 
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 from streams.kafka.security import KafkaSecurity
+from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC, changelog_topic
 
 
 class RangeError(ValueError):
     """A ``--from``/``--to`` value that is neither offsets nor an RFC 3339 time."""
+
+
+class NoSuchTopic(RuntimeError):
+    """A topic the cluster does not have; ``existing`` holds the cluster's topic names (None: not known)."""
+
+    def __init__(self, topic: str, existing: Collection[str] | None = None) -> None:
+        super().__init__("no such topic")
+        self.topic = topic
+        self.existing = existing
+
+
+_LOOPWATCH_TOPICS: Final = (EVENTS_TOPIC, VERDICTS_TOPIC, DEAD_LETTER_TOPIC, FLEET_ALERTS_TOPIC)
+_CHANGELOG_SUFFIX: Final = changelog_topic("")
+
+
+def _closest(topic: str, names: Sequence[str]) -> list[str]:
+    """The names most like ``topic`` (difflib's ratio at least 0.6, and within 0.1 of the best), best first."""
+    scored = sorted(((difflib.SequenceMatcher(None, topic, n).ratio(), n) for n in names), reverse=True)
+    scored = [(ratio, n) for ratio, n in scored if ratio >= 0.6]
+    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.1]
+
+
+def no_such_topic_hint(topic: str, existing: Collection[str] | None, flag: str) -> str:
+    """The what-to-do part of every "no such topic" error: the closest existing topic names, else the flag that
+    names the topic. For ``--group`` (GROUP-runs-changelog) the cluster's changelogs are the candidates."""
+    names = sorted(set(existing or ()) - {topic})
+    if flag == "--group":
+        changelogs = [n for n in names if n.endswith(_CHANGELOG_SUFFIX)]
+        listed = difflib.get_close_matches(topic, changelogs, n=5, cutoff=0.0)
+        found = (
+            f"; existing: {', '.join(listed)}" if listed else "; the cluster has none" if existing is not None else ""
+        )
+        return f"the stored state's topic is named after --group (GROUP{_CHANGELOG_SUFFIX}){found}"
+    # loopwatch's own topics are of other kinds than each other: one missing is no typo of another
+    close = _closest(topic, [n for n in names if n not in _LOOPWATCH_TOPICS] if topic in _LOOPWATCH_TOPICS else names)
+    if close:
+        either = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+        return f"did you mean {either}? (check {flag})"
+    hint = f"give an existing topic with {flag}"
+    if topic in _LOOPWATCH_TOPICS or topic.endswith(_CHANGELOG_SUFFIX):
+        hint += "; the worker creates the loopwatch topics when it starts: is one running?"
+    return hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +169,23 @@ class TopicRecord:
 class TopicRead:
     records: dict[int, list[TopicRecord]]
     ranges: dict[int, tuple[int, int]]  # partition -> [start, end)
+    ends: dict[int, int] = field(default_factory=dict)  # partition -> its end offset when read (empty: unknown)
+
+
+def past_end(start: Bound | None, end: Bound | None, ends: Mapping[int, int]) -> str | None:
+    """What to note about ``--from``/``--to`` offsets past their partition's end offset (``ends``): each is
+    named with its partition and that end (None: there is none). A ``--from`` there reads nothing from it."""
+    found = []
+    for flag, bound, effect in (("--from", start, "nothing read from it"), ("--to", end, "read to its end")):
+        if not isinstance(bound, OffsetBound):
+            continue
+        for partition, stop in sorted(ends.items()):
+            listed = partition in bound.per_partition
+            given = bound.per_partition[partition] if listed else bound.default
+            if given is not None and given > stop:
+                spec = f"{partition}:{given}" if listed else str(given)
+                found.append(f"{flag} {spec} is past partition {partition}'s end offset {stop} ({effect})")
+    return "; ".join(found) + "; check --from/--to" if found else None
 
 
 async def _time_offsets(consumer: Any, tps: Sequence[Any], ms: int, ends: Mapping[Any, int]) -> dict[int, int]:
@@ -165,10 +226,10 @@ async def read_partitions(
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **auth
     )
     async with started(consumer, timeout):
-        await asyncio.wait_for(consumer.topics(), timeout)
+        existing = await asyncio.wait_for(consumer.topics(), timeout)
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
-            raise RuntimeError("no such topic")
+            raise NoSuchTopic(topic, existing)
         for bound in (start, end):
             missing = unknown_partitions(bound, partitions)
             if missing:
@@ -210,7 +271,7 @@ async def read_partitions(
                         records[tp.partition].append(
                             TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value or b"")
                         )
-    return TopicRead(records, ranges)
+    return TopicRead(records, ranges, ends)
 
 
 class RecordSource(Protocol):
@@ -222,8 +283,8 @@ class RecordSource(Protocol):
     async def read(self, topic: str, start: Bound | None = None, end: Bound | None = None) -> TopicRead:
         """Records of ``topic`` in ``[start, end)`` per partition, with the ranges read.
 
-        Raises ``RuntimeError("no such topic")`` or ``RuntimeError("topic has no partition N ...")`` for a wrong
-        name or partition."""
+        Raises :class:`NoSuchTopic` or ``RuntimeError("topic has no partition N ...")`` for a wrong name or
+        partition."""
         ...
 
 
@@ -271,15 +332,20 @@ def check_kind(topic: str, kind: str, good: int, bad: Sequence[str]) -> None:
         raise WrongTopic(topic, kind, len(bad), bad[0])
 
 
-def read_failure(exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity | None) -> CommandError:
+def read_failure(
+    exc: BaseException, action: str, bootstrap: str, security: KafkaSecurity | None, flag: str = "--topic"
+) -> CommandError:
     """A failed topic read as the audits' one error line (a ``CommandError``): a topic or partition that does not
-    exist (:meth:`RecordSource.read`'s ``RuntimeError``) is a usage error, exit status 2; any other reader problem
-    and every Kafka client error (aiokafka's are ``RuntimeError`` too) make Kafka unavailable, exit status 3."""
+    exist (:meth:`RecordSource.read`'s ``RuntimeError``) is a usage error, exit status 2, a missing topic with
+    :func:`no_such_topic_hint` (``flag``: the flag naming it); any other reader problem and every Kafka client
+    error (aiokafka's are ``RuntimeError`` too) make Kafka unavailable, exit status 3."""
     from streams.kafka.client import kafka_failure
 
     security = security if security is not None else KafkaSecurity()
     if isinstance(exc, WrongTopic):  # raised while reading: a usage error, told as it is
         return exc
+    if isinstance(exc, NoSuchTopic):
+        return CommandError(action, bootstrap, f"no such topic; {no_such_topic_hint(exc.topic, exc.existing, flag)}")
     if isinstance(exc, RuntimeError) and not type(exc).__module__.startswith("aiokafka"):
         text = security.redact(str(exc))
         wrong_name = "no such topic" in text or "has no partition" in text
@@ -299,6 +365,7 @@ def merged(read: TopicRead) -> list[TopicRecord]:
 __all__ = [
     "Bound",
     "KafkaSource",
+    "NoSuchTopic",
     "OffsetBound",
     "RangeError",
     "RecordSource",
@@ -309,7 +376,9 @@ __all__ = [
     "check_kind",
     "check_order",
     "merged",
+    "no_such_topic_hint",
     "parse_bound",
+    "past_end",
     "read_failure",
     "read_partitions",
     "resolve_offsets",

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from schemas.verdict import verdict_id
 from streams.audit import explain, source
 from streams.cli import main
-from streams.config_file import LoadedConfig
+from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.kafka import reader
+from streams.topics import VERDICTS_TOPIC
 from tests.support.audit import (
     GENERIC,
     TOPIC,
@@ -113,17 +116,24 @@ def test_compacted_expired_and_empty_starts(tmp_path: Path) -> None:
 # --- CLI --------------------------------------------------------------------------------------------------
 
 
+def _verdict_records(published: list[dict[str, Any]]) -> list[reader.TopicRecord]:
+    return [reader.TopicRecord(0, i, 0, v["session_id"].encode(), orjson.dumps(v)) for i, v in enumerate(published)]
+
+
 def test_cli_run_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config, records = setup_runs(tmp_path)
     published, changelog = run_worker(records, config, batch=7)
-    served = ListSource({TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog})
+    verdicts = _verdict_records(published)
+    topics = {TOPIC: records, "loopwatch-runs-changelog": changelog, "other-cl": changelog, VERDICTS_TOPIC: verdicts}
+    served = ListSource(topics)
     cfg = str(tmp_path / f"{GENERIC['name']}.json5")  # written by setup_runs
     base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "24", "--run", "sess-a"]
 
     assert main([*base, "--with-state"], record_source=served) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("start 0@24: from the worker's stored state (changelog offset")
-    assert served.reads == [TOPIC, "loopwatch-runs-changelog", TOPIC]  # range, changelog, warm-up
+    # range, verdicts (their config_hash), changelog, warm-up
+    assert served.reads == [TOPIC, VERDICTS_TOPIC, "loopwatch-runs-changelog", TOPIC]
     assert main([*base, "--with-state", "--json", "--state-topic", "other-cl"], record_source=served) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["first_offset"] == 24
@@ -146,7 +156,75 @@ def test_cli_run_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
     # errors: no such state topic (2), no event of the run in range (1, no state read)
     assert main([*base, "--with-state", "--state-topic", "nope"], record_source=served) == 2
-    assert "cannot read state topic nope" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "loopwatch replay: cannot read the worker's stored state in nope (b:1): no such topic; give an existing "
+        "topic with --state-topic\n"
+    )
     served.reads.clear()
     assert main([*base[:-1], "nobody", "--with-state"], record_source=served) == 1
     assert "no event of run 'nobody'" in capsys.readouterr().err and served.reads == [TOPIC]
+
+
+def test_cli_run_with_state_under_another_config_than_the_workers_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It explained from states another config cannot rebuild ("from a newer stored state of a compacted
+    changelog", every event skipped) and blamed the run id; now, as --compare-verdicts --with-state, the recorded
+    verdicts' config_hash tells, and one line says so (exit status 1). A QA pass."""
+    config, records = setup_runs(tmp_path)
+    published, changelog = run_worker(records, config, batch=7)
+    served = ListSource({TOPIC: records, "loopwatch-runs-changelog": changelog, "v": _verdict_records(published)})
+    other = tmp_path / "other.json5"
+    other.write_text(json.dumps({"tools": {"loopDetection": {"enabled": True, "warningThreshold": 4}}}))
+    other_hash = load_openclaw_config(other).config_hash
+    base = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--from", "24", "--run", "sess-a", "--with-state"]
+    worker_config = ["--config", str(tmp_path / f"{GENERIC['name']}.json5")]  # written by setup_runs
+
+    assert main([*base, "--config", str(other), "--verdicts-topic", "v"], record_source=served) == 1
+    captured = capsys.readouterr()
+    in_range = [v for v in published if v["source"]["offset"] >= 24]
+    assert captured.out == "" and in_range
+    assert captured.err == (
+        f"loopwatch replay: cannot explain run 'sess-a' from the worker's stored state: {len(in_range)} of "
+        f"{len(in_range)} recorded verdicts were decided with another config (config_hash "
+        f"{config.config_hash[:12]} ({len(in_range)})) than this replay ({other_hash[:12]}) (--config {other}): the "
+        "stored states were computed with the worker's config: give replay that config file with --config (or "
+        "leave out --with-state to explain the run from empty)\n"
+    )
+    assert "loopwatch-runs-changelog" not in served.reads  # failed before reading the stored states
+    assert main([*base, "--verdicts-topic", "v"], record_source=served) == 1  # OpenClaw's defaults
+    assert "(no --config: OpenClaw's defaults): the stored states were" in capsys.readouterr().err
+
+    # the worker's config: explained; the mismatch is the compare mode's rule (one note there, exit 1)
+    assert main([*base, *worker_config, "--verdicts-topic", "v"], record_source=served) == 0
+    capsys.readouterr()
+    compare = ["--compare-verdicts", "--verdicts-topic", "v", "--config", str(other)]
+    assert main([*base[:-3], "--with-state", *compare], record_source=served) == 1
+    assert "--with-state cannot use the worker's stored states under another config" in capsys.readouterr().err
+
+    # no verdicts topic: a wrong --verdicts-topic is an error; the default one missing is a note, and it goes on
+    assert main([*base, *worker_config, "--verdicts-topic", "vv"], record_source=served) == 2
+    assert capsys.readouterr().err.endswith(": no such topic; did you mean v? (check --verdicts-topic)\n")
+    assert main([*base, *worker_config], record_source=served) == 0
+    assert (
+        "loopwatch replay: note: no topic loopwatch.verdicts: whether the stored states were computed with this "
+        in (capsys.readouterr().err)
+    )
+
+
+def test_cli_run_whose_events_a_newer_state_covers_does_not_blame_the_run_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every event of the run in range already in a newer stored state: the hint said to check the run id."""
+    config, records = setup_runs(tmp_path)
+    _, changelog = run_worker(records, config, batch=100)  # one version per run, covering all of its events
+    served = ListSource({TOPIC: [r for r in records if r.offset >= 1], "loopwatch-runs-changelog": changelog})
+    cfg = str(tmp_path / f"{GENERIC['name']}.json5")
+    argv = ["replay", "--topic", TOPIC, "--bootstrap", "b:1", "--config", cfg, "--from", "3", "--run", "sess-a"]
+    assert main([*argv, "--with-state"], record_source=served) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("loopwatch replay: no event of run 'sess-a' after its stored state (")
+    assert last.endswith(
+        ": start the range before the run's stored state (--from), or give replay the worker's config with --config"
+    )
+    assert "give a run id or scope key" not in last

@@ -7,6 +7,7 @@ and the status of README's table, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from streams.cli.tail import LOST_AFTER
+from streams.kafka.admin import create_topics
+from streams.kafka.compat import end_offsets
 from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, clean_env, lw, repeated_reads
 from tests.support.procs import free_port, start_process, stop_process, wait_until
 
@@ -251,7 +254,74 @@ def test_compare_verdicts_names_a_missing_verdicts_topic_before_reading_the_even
         result = lw(empty, "replay", "--topic", events, "--bootstrap", bootstrap, "--compare-verdicts",
                     "--verdicts-topic", "nope")  # fmt: skip
         assert (result.code, result.out) == (2, "")
-        assert result.err == f"loopwatch replay: cannot read topic nope ({bootstrap}): no such topic\n"
+        assert result.err == (
+            f"loopwatch replay: cannot read topic nope ({bootstrap}): no such topic; give an existing topic with "
+            "--verdicts-topic\n"
+        )
+
+
+@pytest.mark.integration
+def test_a_missing_topic_names_the_closest_ones_or_the_flag(empty: Path, bootstrap: str) -> None:
+    """replay and whatif said only "no such topic", with nothing to do; the state topic's error did not say it
+    comes from --group (a QA pass). One hint now: the closest existing names, else the flag naming the topic."""
+    kafka = ["--bootstrap", bootstrap]
+    cases = [
+        (["replay", "--topic", "loopwatch.event"], "replay: cannot read topic loopwatch.event", "--topic"),
+        (["whatif", "--topic", "loopwatch.event", "--candidate", "on.json5"], "whatif: cannot read topic", "--topic"),
+        (
+            ["replay", "--topic", "loopwatch.events", "--compare-verdicts", "--verdicts-topic", "loopwatch.verdict"],
+            "replay: cannot read topic loopwatch.verdict",
+            "--verdicts-topic",
+        ),
+    ]
+    for argv, what, flag in cases:
+        result = lw(empty, *argv, *kafka)
+        assert (result.code, result.out) == (2, ""), result.err
+        close = "loopwatch.verdicts" if flag == "--verdicts-topic" else "loopwatch.events"
+        assert result.err.startswith(f"loopwatch {what}"), result.err
+        assert result.err.endswith(f" ({bootstrap}): no such topic; did you mean {close}? (check {flag})\n")
+    tail = lw(empty, "tail", "--topic", "loopwatch.verdict", *kafka)
+    assert (tail.code, tail.err) == (2, "loopwatch tail: no such topic (loopwatch.verdict): did you mean "
+                                        "loopwatch.verdicts? (check --topic)\n")  # fmt: skip
+    unlike = lw(empty, "tail", "--topic", "zzz", *kafka)
+    assert (unlike.code, unlike.err) == (
+        2,
+        "loopwatch tail: no such topic (zzz): give an existing topic with --topic\n",
+    )
+
+    state = ["replay", "--topic", "loopwatch.events", *kafka, "--with-state", "--group", "nosuch"]
+    where = f"loopwatch replay: cannot read the worker's stored state in nosuch-runs-changelog ({bootstrap})"
+    named = "no such topic; the stored state's topic is named after --group (GROUP-runs-changelog)"
+    result = lw(empty, *state)
+    assert (result.code, result.err.splitlines()[-1]) == (2, f"{where}: {named}; the cluster has none"), result.err
+    create_topics(bootstrap, {"ops-runs-changelog": 1})
+    result = lw(empty, *state)
+    assert (result.code, result.err.splitlines()[-1]) == (2, f"{where}: {named}; existing: ops-runs-changelog")
+
+
+@pytest.mark.integration
+def test_a_per_partition_position_past_its_end_is_noted(empty: Path, bootstrap: str) -> None:
+    """``--from 0:N,1:M`` with M past partition 1's end replayed nothing from it, without a word (a QA pass)."""
+    ends = asyncio.run(end_offsets(bootstrap, [("loopwatch.events", 0), ("loopwatch.events", 1)]))
+    end = {tp.partition: offset for tp, offset in ends.items()}
+    assert end[0] > 5 and end[1] > 0
+    replay = ["replay", "--topic", "loopwatch.events", "--bootstrap", bootstrap, "--config", "on.json5"]
+    result = lw(empty, *replay, "--from", f"0:{end[0] - 5},1:{end[1] + 100}")
+    assert result.code == 0, result.err
+    assert result.err == (
+        f"loopwatch replay: note: --from 1:{end[1] + 100} is past partition 1's end offset {end[1]} (nothing read "
+        "from it); check --from/--to\n"
+    )
+    inside = lw(empty, *replay, "--from", "0:0,1:0", "--to", f"0:{end[0]}")  # unlisted in --to: to its end
+    assert (inside.code, inside.err) == (0, ""), inside.err
+    big = max(end.values()) + 1  # every partition's --to past its end: read to the end, and said so
+    past = lw(empty, *replay, "--from", f"1:{end[1]}", "--to", str(big))
+    assert past.code == 0 and past.err.splitlines()[0] == (
+        f"loopwatch replay: note: --to {big} is past partition 0's end offset {end[0]} (read to its end); "
+        f"--to {big} is past partition 1's end offset {end[1]} (read to its end); check --from/--to"
+    ), past.err
+    text = lw(empty, "replay", "--help").out
+    assert "partitions not listed are read from their first offset" in " ".join(text.split())
 
 
 @pytest.mark.integration

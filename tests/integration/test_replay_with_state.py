@@ -157,6 +157,29 @@ def test_with_state_under_another_config_than_the_workers_fails_and_says_why(fed
         assert "--with-state cannot use the worker's stored states under another config" in result.stderr
 
 
+def test_run_with_state_under_another_config_than_the_workers_fails_and_says_why(fed: Fed, tmp_path: Path) -> None:
+    """``--run --with-state`` under another config explained from states it cannot rebuild ("from a newer stored
+    state of a compacted changelog", events skipped) and blamed the run id (a QA pass); now, by the compare mode's
+    rule (the recorded verdicts' config_hash), one line names the mismatch, exit status 1."""
+    other = tmp_path / "other.json5"
+    other.write_text(json.dumps({"tools": {"loopDetection": {"enabled": True, "historySize": 12}}}))
+    topic = ["--topic", fed.names.events, "--bootstrap", fed.bootstrap, "--from", "21", "--run", "sess-ws0"]
+    stateful = ["--with-state", "--group", fed.names.group, "--verdicts-topic", fed.names.verdicts]
+    for config in (["--config", str(other)], []):  # another file, and OpenClaw's defaults
+        result = _cli(*topic, *config, *stateful)
+        assert (result.returncode, result.stdout) == (1, ""), result.stdout + result.stderr
+        [line] = result.stderr.splitlines()
+        assert line.startswith("loopwatch replay: cannot explain run 'sess-ws0' from the worker's stored state: ")
+        assert "recorded verdicts were decided with another config (config_hash " in line, line
+        assert line.endswith(
+            ": the stored states were computed with the worker's config: give replay that config file with --config "
+            "(or leave out --with-state to explain the run from empty)"
+        ), line
+    same = _cli(*topic, "--config", str(fed.config), *stateful)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.splitlines()[1].startswith("start 0@21: from the worker's stored state")
+
+
 def test_a_topic_of_another_kind_is_one_line_naming_it(fed: Fed) -> None:
     """The verdicts topic replayed as events, the events topic compared as verdicts or read as stored runs: a
     note for every record (a thousand lines), then exit 0 or a made-up difference; now one line, exit 2."""

@@ -69,3 +69,38 @@ def test_merged_keeps_each_partition_in_offset_order() -> None:
     assert sorted(got, key=lambda r: (r.partition, r.offset)) == p0 + p1
     assert [r.offset for r in got if r.partition == 0] == [0, 1, 2]
     assert [r.offset for r in got if r.partition == 1] == [0, 1]
+
+
+def test_past_end_names_each_position_past_its_partitions_end() -> None:
+    ends = {0: 100, 1: 50, 2: 70}
+    per = reader.parse_bound("0:10,1:60")  # partition 2 not listed: from its first offset, nothing to note
+    assert reader.past_end(per, None, ends) == (
+        "--from 1:60 is past partition 1's end offset 50 (nothing read from it); check --from/--to"
+    )
+    assert reader.past_end(reader.parse_bound("0:100,1:50"), reader.parse_bound("60"), ends) == (
+        "--to 60 is past partition 1's end offset 50 (read to its end); check --from/--to"
+    )
+    assert reader.past_end(reader.parse_bound("2026-01-01T00:00:00Z"), None, ends) is None
+    assert reader.past_end(None, reader.parse_bound("2:70"), ends) is None
+
+
+def test_no_such_topic_hint_names_the_closest_topics_or_the_flag() -> None:
+    cluster = [
+        "loopwatch.events",
+        "loopwatch.verdicts",
+        "loopwatch.dead-letter",
+        "lw-runs-changelog",
+        "a-runs-changelog",
+    ]
+    assert reader.no_such_topic_hint("loopwatch.event", cluster, "--topic") == (
+        "did you mean loopwatch.events? (check --topic)"
+    )
+    assert reader.no_such_topic_hint("zzz", cluster, "--topic") == "give an existing topic with --topic"
+    assert reader.no_such_topic_hint("loopwatch.verdicts", None, "--topic").endswith(
+        "; the worker creates the loopwatch topics when it starts: is one running?"
+    )
+    assert reader.no_such_topic_hint("lx-runs-changelog", cluster, "--group") == (
+        "the stored state's topic is named after --group (GROUP-runs-changelog); existing: lw-runs-changelog, "
+        "a-runs-changelog"
+    )
+    assert reader.no_such_topic_hint("lx-runs-changelog", [], "--group").endswith("; the cluster has none")

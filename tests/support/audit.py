@@ -181,9 +181,9 @@ class ListSource:
         if topic in self.failures:
             raise self.failures[topic]
         if topic not in self.topics:
-            raise RuntimeError("no such topic")
+            raise reader.NoSuchTopic(topic, list(self.topics))
         records, ends = self.topics[topic], {0: len(self.topics[topic])}
         assert not isinstance(start, reader.TimeBound) and not isinstance(end, reader.TimeBound)
         lo = reader.resolve_offsets(start, {0: 0}, ends)[0]
         hi = max(lo, reader.resolve_offsets(end, ends, ends)[0])
-        return reader.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)})
+        return reader.TopicRead({0: [r for r in records if lo <= r.offset < hi]}, {0: (lo, hi)}, ends)
