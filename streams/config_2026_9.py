@@ -18,7 +18,7 @@ from streams.detection.config import (
     entry_loop_block,
     first_with_id,
     has_loop_block,
-    list_entry_id,
+    listed_agents,
     normalize_agent_id,
     only_read_by,
     show_value,
@@ -150,15 +150,8 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
     if isinstance(agent_list, list):
         if agent_list:
             warnings.append(ConfigWarning("agents.list", "moved to keyed agents.entries in 2026.8+; still read", None))
-        for index, entry in enumerate(agent_list):
-            entry_path = f"agents.list[{index}]"
-            if not isinstance(entry, dict):
-                warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
-                continue
-            block = entry_loop_block(entry, entry_path, warnings)
-            listed_id = list_entry_id(entry, index, warnings)
-            if listed_id is not None and first_with_id(
-                listed_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
-            ):
-                out.append((listed_id, f"{entry_path}.tools.loopDetection", block))
+        out.extend(
+            (agent_id, f"agents.list[{index}].tools.loopDetection", block)
+            for agent_id, index, block in listed_agents(agent_list, warnings)
+        )
     return out

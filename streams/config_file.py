@@ -24,15 +24,11 @@ from streams.detection.config import (
     DEFAULT_AGENT_ID,
     GLOBAL_BLOCK_PATH,
     ConfigWarning,
-    entry_loop_block,
-    first_with_id,
-    has_loop_block,
-    list_entry_id,
+    listed_agents,
     loop_config_to_dict,
     normalize_agent_id,
     only_read_by,
     resolve_loop_config,
-    show_value,
 )
 from streams.detection.profiles import ProfileChoice
 from streams.detection.types import PROFILE_2026_9, LoopConfig
@@ -232,21 +228,7 @@ class LoadedConfig:
 
 
 def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> list[AgentBlock]:
-    agents: list[AgentBlock] = []
-    first_paths: dict[str, str] = {}
-    for index, entry in enumerate(agent_list):
-        entry_path = f"agents.list[{index}]"
-        if not isinstance(entry, dict):
-            warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
-            continue
-        block = entry_loop_block(entry, entry_path, warnings)
-        agent_id = list_entry_id(entry, index, warnings)
-        if agent_id is None or not first_with_id(
-            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
-        ):
-            continue
-        agents.append(AgentBlock(agent_id, index, block))
-    return agents
+    return [AgentBlock(*listed) for listed in listed_agents(agent_list, warnings)]
 
 
 def format_value(value: object) -> str:

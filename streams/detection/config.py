@@ -146,6 +146,26 @@ def first_with_id(
     return False
 
 
+def listed_agents(agent_list: list[object], warnings: list[ConfigWarning]) -> list[tuple[str, int, object]]:
+    """(normalised id, index, raw ``tools.loopDetection``) of the ``agents.list`` entries OpenClaw's lookup can
+    reach, the first of each id, in both lines; every other entry is warned about (not an object, no string id,
+    a later duplicate)."""
+    out: list[tuple[str, int, object]] = []
+    first_paths: dict[str, str] = {}
+    for index, entry in enumerate(agent_list):
+        entry_path = f"agents.list[{index}]"
+        if not isinstance(entry, dict):
+            warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
+            continue
+        block = entry_loop_block(entry, entry_path, warnings)
+        agent_id = list_entry_id(entry, index, warnings)
+        if agent_id is not None and first_with_id(
+            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
+        ):
+            out.append((agent_id, index, block))
+    return out
+
+
 def is_positive_integer(value: object) -> bool:
     """JavaScript ``Number.isInteger(v) && v > 0`` on a JSON value: ``5.0`` counts, booleans never do."""
     if isinstance(value, bool):
