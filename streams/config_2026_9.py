@@ -1,8 +1,9 @@
 """An OpenClaw config file read the 2026.9 way: ``tools.loopDetection.enabled`` and per-agent overrides.
 
-2026.9 keeps agents in ``agents.entries`` (keyed by id; when present it wins) and still reads a legacy
-``agents.list``, whose move it reports. Each agent's block is a plain override of ``enabled``
-(:mod:`streams.detection.gen9_config`). Like the 2026.7 reader it never rejects a file for its values.
+2026.9 keeps agents in ``agents.entries`` (keyed by id; when present it wins) and converts a legacy
+``agents.list`` to it when loading, if it can; this reports the move, and where the 2026.9 schema refuses the
+roster (:mod:`streams.detection.gen9_roster`: the gateway does not start), while still giving its best-effort
+reading. Each agent's block is a plain override of ``enabled`` (:mod:`streams.detection.gen9_config`).
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from streams.detection.canonical import js_trim
 from streams.detection.config import (
     ConfigWarning,
     entry_loop_block,
-    first_with_id,
-    has_loop_block,
     listed_agents,
     normalize_agent_id,
     only_read_by,
-    show_value,
 )
 from streams.detection.gen9_config import resolve_loop_config
+from streams.detection.gen9_roster import (
+    doctor_ids,
+    empty_roster_warning,
+    entries_warnings,
+    entry_key_path,
+    list_problem,
+    list_warning,
+    refused,
+)
 from streams.detection.types import PROFILE_2026_7, LoopConfig
 
 _INDEX = re.compile(r"\[(\d+)\]")
@@ -110,48 +116,69 @@ def document_position(document: object, path: str) -> tuple[int, ...]:
     return tuple(position)
 
 
-_BLANK_KEY = (
-    "blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); the 2026.9 schema rejects it"
-)
+#: A ``tools`` that is not an object, under 2026.9: its agent entry schema refuses it (zod-schema.agent-runtime-*.mjs).
+TOOLS_REFUSED = refused("not an object")
 
 
 def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[str, str, object]]:
     """(normalised id, path, raw loopDetection block) of the first entry of each agent id, in file order. The
     per-agent lookup (agent-scope-config-*.mjs in 2026.9.6) reads ``agents.entries`` when it is set, else
-    ``agents.list``; in either the first entry whose normalised id matches wins, and a blank key or id is
-    normalised to ``main`` like any agent id."""
+    ``agents.list`` (which the load converts to entries when it can, :mod:`streams.detection.gen9_roster`); in
+    either the first entry whose normalised id matches wins. Where the 2026.9 schema refuses the roster (the
+    gateway does not start) this says so and keeps the best-effort reading (a blank key or id is ``main``)."""
+    if agents is None:
+        return []
     if not isinstance(agents, dict):
+        warnings.append(ConfigWarning("agents", refused("not an object"), None))
         return []
     out: list[tuple[str, str, object]] = []
-    first_paths: dict[str, str] = {}
+    seen: set[str] = set()
+    ownership = agents.get("ownership")
     entries = agents.get("entries")
     if entries is not None:
         if not isinstance(entries, dict):
-            warnings.append(ConfigWarning("agents.entries", "not an object; ignored", None))
+            warnings.append(ConfigWarning("agents.entries", refused("not an object"), None))
             return []
         if agents.get("list") is not None:
             warnings.append(
                 ConfigWarning("agents.list", only_read_by(PROFILE_2026_7, " when agents.entries is set"), None)
             )
+        if not entries and ownership == "explicit":
+            warnings.append(empty_roster_warning("agents.entries", ownership))
+        warnings.extend(entries_warnings(entries))
         for key, entry in entries.items():
-            blank = not js_trim(str(key))
-            entry_path = f"agents.entries.{json.dumps(key) if blank else key}"  # a blank key shows quoted
-            if not isinstance(entry, dict):
-                warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
-                continue
-            if blank:
-                warnings.append(ConfigWarning(entry_path, _BLANK_KEY, None))
-            block = entry_loop_block(entry, entry_path, warnings)
+            entry_path = entry_key_path(key)
             agent_id = normalize_agent_id(str(key))
-            if first_with_id(agent_id, entry_path, entry_path, first_paths, has_loop_block(entry), warnings):
-                out.append((agent_id, f"{entry_path}.tools.loopDetection", block))
+            if not isinstance(entry, dict) or agent_id in seen:
+                continue  # reported by entries_warnings; the first entry of an id is the one read
+            seen.add(agent_id)
+            block = entry_loop_block(entry, entry_path, warnings, TOOLS_REFUSED)
+            out.append((agent_id, f"{entry_path}.tools.loopDetection", block))
         return out
     agent_list = agents.get("list")
-    if isinstance(agent_list, list):
-        if agent_list:
-            warnings.append(ConfigWarning("agents.list", "moved to keyed agents.entries in 2026.8+; still read", None))
-        out.extend(
+    if agent_list is None:
+        return out
+    if not isinstance(agent_list, list):
+        warnings.append(ConfigWarning("agents.list", refused("not an array"), None))
+        return out
+    if not agent_list and ownership == "explicit":
+        warnings.append(empty_roster_warning("agents.list", ownership))
+    listed = list_warning(agent_list)
+    if listed is not None:
+        warnings.append(listed)
+    if list_problem(agent_list) is None:  # converted when loaded: the same ids, as entries
+        return [
             (agent_id, f"agents.list[{index}].tools.loopDetection", block)
-            for agent_id, index, block in listed_agents(agent_list, warnings)
-        )
+            for agent_id, index, block in listed_agents(
+                agent_list, warnings, entry_warnings=False, tools_not_object=TOOLS_REFUSED
+            )
+        ]
+    # Not converted: a gateway that starts has rewritten it as doctor does (gen9_roster.doctor_ids), so its
+    # agents are doctor's ids, each entry its own (a repeated id is <id>-2, a missing or blank one 'agent').
+    for index, (entry, doctor_id) in enumerate(zip(agent_list, doctor_ids(agent_list), strict=True)):
+        if isinstance(entry, dict) and doctor_id is not None:
+            path = f"agents.list[{index}]"
+            out.append(
+                (doctor_id, f"{path}.tools.loopDetection", entry_loop_block(entry, path, warnings, TOOLS_REFUSED))
+            )
     return out

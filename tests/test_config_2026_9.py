@@ -9,6 +9,7 @@ from pathlib import Path
 
 from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection.config import BLANK_ID, MISSING_ID
+from streams.detection.gen9_roster import CONVERTED, KEY_INVALID, REFUSED, doctor_ids, list_problem
 from streams.detection.types import PROFILE_2026_7, PROFILE_2026_9
 
 ENTRIES = """{
@@ -87,7 +88,7 @@ def test_non_object_entries_are_reported_in_document_order() -> None:
             "read only by openclaw-2026.7 (retired in OpenClaw 2026.8, openclaw doctor removes it); under "
             "openclaw-2026.9 it is ignored: the built-in value applies",
         ),
-        ("agents.entries.b", '"off" is not an object; ignored'),
+        ("agents.entries.b", f'"off" is not an object; {REFUSED}'),
     ]
     assert gen9.for_agent("c").enabled and not gen9.for_agent("b").enabled
 
@@ -119,10 +120,13 @@ def test_retired_keys_name_the_2026_7_line_and_what_2026_9_does_instead() -> Non
     ]
 
 
-def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
-    """2026.9 skips an entry without a string id as 2026.7 does, but said nothing while 2026.7 warned. A blank
-    id is agent main in both lines' lookup (it was skipped: main then judged with the global block)."""
+def test_a_list_the_load_cannot_convert_is_one_warning_on_its_first_offending_entry() -> None:
+    """2026.9 does not convert a list with an entry without a string id (its schema then refuses the config): one
+    warning says so where the conversion stops, with the id doctor gives that entry. A gateway that starts has
+    rewritten the list as doctor does, so 2026.9 reads doctor's ids (a missing or blank id is 'agent', then
+    'agent-2', ...) and main keeps the global block; 2026.7's lookup makes a blank id main."""
     doc = {
+        "tools": {"loopDetection": {"enabled": True}},
         "agents": {
             "list": [
                 {"tools": {"loopDetection": {"enabled": False}}},
@@ -133,13 +137,17 @@ def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
         }
     }
     loaded = LoadedConfig.from_document(doc)
-    assert [(w.path, w.message) for w in loaded.gen9.warnings] == [
-        ("agents.list", "moved to keyed agents.entries in 2026.8+; still read"),
+    [warning] = loaded.gen9.warnings
+    assert warning.path == "agents.list[0]" and warning.value_used is None
+    assert warning.message.startswith("no id (doctor makes it agents.entries.agent): OpenClaw 2026.9 converts")
+    assert "this list stays, and the 2026.9 schema refuses a config with agents.list" in warning.message
+    assert [(w.path, w.message) for w in loaded.warnings] == [
         ("agents.list[0].id", MISSING_ID),
         ("agents.list[1].id", BLANK_ID),
     ]
-    assert [w for w in loaded.gen9.warnings if w.path.endswith(".id")] == list(loaded.warnings)  # one rule, both
-    assert loaded.gen9.agent_ids == ("main", "ops") and not loaded.gen9.for_agent("main").enabled
+    assert loaded.gen9.agent_ids == ("agent", "agent-2", "agent-3", "ops")
+    assert not loaded.gen9.for_agent("agent").enabled and not loaded.gen9.for_agent("agent-2").enabled
+    assert loaded.gen9.for_agent("main").enabled and loaded.gen9.for_agent("agent-3").enabled
     assert loaded.agent_ids == ("main", "ops") and not loaded.for_agent("main").enabled
     # With agents.entries set 2026.9 never reads agents.list: its one warning says so, no per-entry ones.
     beside = LoadedConfig.from_document({"agents": {**doc["agents"], "entries": {}}}).gen9
@@ -153,8 +161,8 @@ def test_a_list_entry_without_an_id_is_warned_about_under_2026_9_too() -> None:
 NOT_READ = "this entry's tools.loopDetection is ignored"
 
 
-def test_a_duplicate_list_id_is_warned_about_under_2026_9_as_under_2026_7() -> None:
-    """Both generations take the first entry of an id; 2026.9 said nothing about the one never read."""
+def test_a_duplicate_list_id_is_warned_about_under_2026_7_and_refused_under_2026_9() -> None:
+    """Both generations' lookup takes the first entry of an id; 2026.9's load does not convert such a list."""
     doc = {
         "tools": {"loopDetection": {"enabled": True}},
         "agents": {
@@ -171,9 +179,13 @@ def test_a_duplicate_list_id_is_warned_about_under_2026_9_as_under_2026_7() -> N
         ("agents.list[2].id", "duplicate of agents.list[0] (agent 'ops'); OpenClaw uses the first entry"),
     ]
     assert [(w.path, w.message) for w in loaded.warnings] == duplicates
-    assert [(w.path, w.message) for w in loaded.gen9.warnings][1:] == duplicates  # after the agents.list note
+    [refusal] = loaded.gen9.warnings  # 2026.9: the load stops at " OPS " (not trimmed); one warning
+    assert (refusal.path, refusal.value_used) == ("agents.list[1].id", None)
+    assert refusal.message.startswith('id " OPS " has whitespace around it (doctor makes it agents.entries.ops-2): ')
     assert not loaded.for_agent("ops").enabled and not loaded.gen9.for_agent("ops").enabled  # the first one
-    assert loaded.gen9.agent_ids == ("ops",)
+    # 2026.9: a gateway that starts has rewritten the list as doctor does: each entry its own agent
+    assert loaded.gen9.agent_ids == ("ops", "ops-2", "ops-3")
+    assert loaded.gen9.for_agent("ops-2").enabled and loaded.gen9.for_agent("ops-3").enabled
 
 
 def test_duplicate_entries_keys_first_wins_and_is_warned_about() -> None:
@@ -189,7 +201,7 @@ def test_duplicate_entries_keys_first_wins_and_is_warned_about() -> None:
     gen9 = LoadedConfig.from_document(doc).gen9
     assert gen9.for_agent("ops").enabled and gen9.for_agent("OPS").guard_enabled
     assert [(w.path, w.message) for w in gen9.warnings] == [
-        ("agents.entries.ops", f"duplicate of agents.entries.Ops (agent 'ops'); {NOT_READ}")
+        ("agents.entries.ops", f"resolves to agent 'ops' like agents.entries.Ops; {REFUSED}")
     ]
 
 
@@ -202,17 +214,18 @@ def test_a_tools_that_is_not_an_object_is_warned_about_under_2026_9_too() -> Non
     loaded = LoadedConfig.from_document(listed)
     expected = [("agents.list[0].tools", "not an object; ignored"), ("agents.list[1].tools", "not an object; ignored")]
     assert [(w.path, w.message) for w in loaded.warnings] == expected
-    assert [(w.path, w.message) for w in loaded.gen9.warnings][1:] == expected
+    refused = [(path, f"not an object; {REFUSED}") for path, _ in expected]  # the 2026.9 entry schema
+    assert [(w.path, w.message) for w in loaded.gen9.warnings] == [("agents.list", CONVERTED), *refused]
     assert loaded.gen9.for_agent("a") == loaded.gen9.default_config == loaded.gen9.for_agent("b")
     keyed = {"agents": {"entries": {"a": {"tools": 3}, "b": {"tools": None}}}}
     gen9 = LoadedConfig.from_document(keyed).gen9
-    assert [(w.path, w.message) for w in gen9.warnings] == [("agents.entries.a.tools", "not an object; ignored")]
+    assert [(w.path, w.message) for w in gen9.warnings] == [("agents.entries.a.tools", f"not an object; {REFUSED}")]
     assert gen9.agent_ids == ("a", "b") and gen9.for_agent("a") == gen9.default_config
 
 
 def test_a_blank_entries_key_is_agent_main() -> None:
-    """OpenClaw normalises a blank key as any agent id, to ``main``, so it is main's entry (the first one for main
-    wins); the model skipped it silently, so main got the global block instead."""
+    """The 2026.9 schema refuses a blank key; the best-effort reading normalises it as any agent id, to ``main``
+    (the first one for main wins)."""
     doc = {
         "tools": {"loopDetection": {"enabled": True}},
         "agents": {
@@ -226,12 +239,101 @@ def test_a_blank_entries_key_is_agent_main() -> None:
     gen9 = LoadedConfig.from_document(doc).gen9
     assert not gen9.for_agent("main").enabled and not gen9.for_agent(None).guard_enabled
     assert gen9.agent_ids == ("main", "ops")
-    blank = "blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); the 2026.9 schema rejects it"
     assert [(w.path, w.message) for w in gen9.warnings] == [
-        ('agents.entries.""', blank),
-        ('agents.entries."  "', blank),
-        ('agents.entries."  "', f"duplicate of agents.entries.\"\" (agent 'main'); {NOT_READ}"),
+        ('agents.entries.""', f"{KEY_INVALID}; {REFUSED}"),
+        ('agents.entries."  "', f"{KEY_INVALID}; {REFUSED}"),
     ]
     # A "main" key before it is the one read.
     first = {"agents": {"entries": {"main": {}, "": {"tools": {"loopDetection": {"enabled": False}}}}}}
     assert LoadedConfig.from_document(first).gen9.for_agent("main").guard_enabled
+
+
+# --- where OpenClaw 2026.9.6 refuses the roster: legacy.roster-*.mjs (parseLegacyAgentRoster,
+# projectLegacyAgentRosterEntries) and AgentsSchema in zod-schema-*.mjs ----------------------------------------
+
+
+def test_a_list_the_load_converts_is_read_with_one_note() -> None:
+    doc = {"agents": {"list": [{"id": "ops", "tools": {"loopDetection": {"enabled": False}}}, {"id": "_b"}]}}
+    gen9 = LoadedConfig.from_document(doc).gen9
+    assert [(w.path, w.message) for w in gen9.warnings] == [("agents.list", CONVERTED)]
+    assert CONVERTED == (
+        "moved to keyed agents.entries in 2026.8+; OpenClaw 2026.9 converts it to agents.entries (same ids) when it "
+        "loads the config; still read"
+    )
+    assert gen9.agent_ids == ("ops", "_b") and not gen9.for_agent("ops").guard_enabled
+
+
+def test_why_the_load_does_not_convert_a_list_and_what_doctor_makes_of_it() -> None:
+    cases: list[tuple[list[object], tuple[int, str, str] | None]] = [
+        ([{"id": "a"}, {"id": "b-2"}], None),
+        ([], None),
+        ([{"id": "a"}, 3], (1, "agents.list[1]", "3 is not an object")),
+        ([{"name": "x"}], (0, "agents.list[0]", "no id")),
+        ([{"id": None}], (0, "agents.list[0].id", "id null is not a string")),
+        ([{"id": ""}], (0, "agents.list[0].id", 'blank id ""')),
+        ([{"id": " a"}], (0, "agents.list[0].id", 'id " a" has whitespace around it')),
+        ([{"id": "My Agent"}], (0, "agents.list[0].id", 'id "My Agent" is not canonical (would be my-agent)')),
+        ([{"id": "a"}, {"id": "b"}, {"id": "a"}], (2, "agents.list[2].id", 'id "a" repeats agents.list[0]')),
+    ]
+    for agent_list, expected in cases:
+        assert list_problem(agent_list) == expected, agent_list
+    assert doctor_ids([{"id": "ops"}, "x", {"id": " OPS "}, {}, {"id": " "}, {"id": "ops"}, {"id": "My Agent"}]) == [
+        "ops",
+        None,
+        "ops-2",
+        "agent",
+        "agent-2",
+        "ops-3",
+        "my-agent",
+    ]
+    gen9 = LoadedConfig.from_document({"agents": {"list": [{"id": "a"}, {"id": "My Agent"}]}}).gen9
+    [warning] = gen9.warnings
+    assert (warning.path, warning.value_used) == ("agents.list[1].id", None)
+    assert warning.message == (
+        'id "My Agent" is not canonical (would be my-agent) (doctor makes it agents.entries.my-agent): OpenClaw '
+        "2026.9 converts agents.list to agents.entries when loading only if every entry is an object whose id is a "
+        "string in canonical form and unique; this list stays, and the 2026.9 schema refuses a config with "
+        "agents.list. Gateway startup rewrites a single-file config as `openclaw doctor --fix` does (entries that "
+        "are not objects dropped, a missing or blank id becomes 'agent', ids trimmed and normalised, a repeated id "
+        "gets -2, -3, ...) and then starts; a config with $include, Nix-managed or written by a newer OpenClaw is "
+        "not rewritten and the gateway does not start"
+    )
+    assert gen9.agent_ids == ("a", "my-agent")  # the best-effort reading is unchanged
+    dropped = LoadedConfig.from_document({"agents": {"list": ["x"]}}).gen9.warnings[0]
+    assert dropped.message.startswith('"x" is not an object (doctor drops it): ') and dropped.value_used is None
+
+
+def test_entries_the_schema_refuses() -> None:
+    doc = {
+        "tools": {"loopDetection": {"enabled": True}},
+        "agents": {
+            "entries": {
+                "My Agent": {"tools": {"loopDetection": {"enabled": False}}},
+                "-x": {},
+                "_ok": {},
+                "my-agent": {"tools": {"loopDetection": {"enabled": True}}},
+                "a" * 65: {},
+            }
+        },
+    }
+    gen9 = LoadedConfig.from_document(doc).gen9
+    assert [(w.path, w.message) for w in gen9.warnings] == [
+        ("agents.entries.My Agent", f"{KEY_INVALID}; {REFUSED}"),
+        ("agents.entries.-x", f"{KEY_INVALID}; {REFUSED}"),
+        ("agents.entries.my-agent", f"resolves to agent 'my-agent' like agents.entries.My Agent; {REFUSED}"),
+        (f"agents.entries.{'a' * 65}", f"{KEY_INVALID}; {REFUSED}"),
+    ]
+    assert not gen9.for_agent("my-agent").enabled  # best effort: the first key of an id, as before
+    explicit = {"ownership": "explicit", "entries": {}}
+    assert [(w.path, w.message) for w in LoadedConfig.from_document({"agents": explicit}).gen9.warnings] == [
+        ("agents.entries", f'empty while agents.ownership is "explicit"; {REFUSED}')
+    ]
+    listed = {"ownership": "explicit", "list": []}
+    assert [(w.path, w.message) for w in LoadedConfig.from_document({"agents": listed}).gen9.warnings] == [
+        ("agents.list", f'empty while agents.ownership is "explicit"; {REFUSED}')
+    ]
+    # Without explicit ownership the load adds agent main to an empty roster: nothing to report.
+    assert LoadedConfig.from_document({"agents": {"entries": {}}}).gen9.warnings == ()
+    for agents, path in (("x", "agents"), ({"entries": []}, "agents.entries"), ({"list": {}}, "agents.list")):
+        [warning] = LoadedConfig.from_document({"agents": agents}).gen9.warnings
+        assert warning.path == path and warning.message.endswith(REFUSED), agents

@@ -113,16 +113,26 @@ MISSING_ID: Final = (
 )
 
 
-def entry_loop_block(entry: Mapping[object, object], entry_path: str, warnings: list[ConfigWarning]) -> object:
+#: A ``tools`` (or entry) that is not an object, as the 2026.7 lookup treats it.
+NOT_OBJECT_IGNORED: Final = "not an object; ignored"
+
+
+def entry_loop_block(
+    entry: Mapping[object, object],
+    entry_path: str,
+    warnings: list[ConfigWarning],
+    not_object: str = NOT_OBJECT_IGNORED,
+) -> object:
     """The raw ``tools.loopDetection`` of one agent entry (``agents.list[i]`` or ``agents.entries.<id>``), None
     when it has none. Both generations read ``entry.tools?.loopDetection`` (tool-loop-detection-config-*.js in
     2026.7.35, tool-loop-detection-config-*.mjs in 2026.9.6), so a ``tools`` that is not an object gives the agent
-    no block of its own (the global one applies); that is warned about here, for both."""
+    no block of its own (the global one applies); that is warned about here, for both, with ``not_object`` (the
+    2026.9 schema refuses such a ``tools``: that reader says so)."""
     tools = entry.get("tools")
     if isinstance(tools, dict):
         return tools.get("loopDetection")
     if tools is not None:
-        warnings.append(ConfigWarning(f"{entry_path}.tools", "not an object; ignored", None))
+        warnings.append(ConfigWarning(f"{entry_path}.tools", not_object, None))
     return None
 
 
@@ -146,21 +156,29 @@ def first_with_id(
     return False
 
 
-def listed_agents(agent_list: list[object], warnings: list[ConfigWarning]) -> list[tuple[str, int, object]]:
+def listed_agents(
+    agent_list: list[object],
+    warnings: list[ConfigWarning],
+    *,
+    entry_warnings: bool = True,
+    tools_not_object: str = NOT_OBJECT_IGNORED,
+) -> list[tuple[str, int, object]]:
     """(normalised id, index, raw ``tools.loopDetection``) of the ``agents.list`` entries OpenClaw's lookup can
     reach, the first of each id, in both lines; every other entry is warned about (not an object, no string id,
-    a later duplicate)."""
+    a later duplicate) unless ``entry_warnings`` is false (the 2026.9 reader reports such a list once instead:
+    its load does not convert it). A ``tools`` that is not an object is warned about with ``tools_not_object``."""
     out: list[tuple[str, int, object]] = []
     first_paths: dict[str, str] = {}
+    sink = warnings if entry_warnings else []
     for index, entry in enumerate(agent_list):
         entry_path = f"agents.list[{index}]"
         if not isinstance(entry, dict):
-            warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
+            sink.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
             continue
-        block = entry_loop_block(entry, entry_path, warnings)
-        agent_id = list_entry_id(entry, index, warnings)
+        block = entry_loop_block(entry, entry_path, warnings, tools_not_object)
+        agent_id = list_entry_id(entry, index, sink)
         if agent_id is not None and first_with_id(
-            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
+            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), sink
         ):
             out.append((agent_id, index, block))
     return out

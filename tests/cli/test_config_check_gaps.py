@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from streams.config_file import ConfigFileError, format_warning, load_openclaw_config
+from streams.detection.gen9_roster import CONVERTED, KEY_INVALID, NOT_CONVERTED, REFUSED
 from streams.profile_choice import load_profile_choice
 from tests.support.cli import CONFIG, Result, lw
 
@@ -74,10 +75,7 @@ def test_a_list_of_only_non_objects_fails_the_gate(empty: Path) -> None:
     as9 = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
     assert (as9.code, as9.err.splitlines()) == (
         1,
-        [
-            "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
-            'warning: agents.list[0]: "coder" is not an object; ignored',
-        ],
+        [f'warning: agents.list[0]: "coder" is not an object (doctor drops it): {NOT_CONVERTED}'],
     )
 
 
@@ -146,8 +144,7 @@ def test_2026_9_names_2026_7_keys_and_warns_about_an_entry_without_an_id(empty: 
     assert as9.err.splitlines() == [
         "warning: tools.loopDetection.criticalThreshold: read only by openclaw-2026.7 (retired in OpenClaw 2026.8, "
         "openclaw doctor removes it); under openclaw-2026.9 it is ignored: the built-in value applies (using 20)",
-        "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
-        ignored,
+        f"warning: agents.list[1]: no id (doctor makes it agents.entries.agent): {NOT_CONVERTED}",
     ]
     as7 = lw(empty, "config", "check", name)  # the line that reads the threshold: the same entry warning
     assert (as7.code, as7.out.splitlines()[1].split()[4], as7.err) == (1, "15", ignored + "\n")
@@ -164,22 +161,25 @@ def test_2026_9_warns_about_duplicate_ids_non_object_tools_and_blank_entries_key
         '  {id: "Ops", tools: {loopDetection: {enabled: true}}},\n'
         '  {id: "qa", tools: "off"}]}}',
     )
-    shared = [
-        "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'ops'); this entry's tools.loopDetection is "
-        "ignored",
-        "warning: agents.list[2].tools: not an object; ignored",
-    ]
     as9 = lw(empty, "config", "check", listed, "--profile", "openclaw-2026.9")
-    assert (as9.code, as9.out.splitlines()[2:4]) == (
+    assert (as9.code, as9.out.splitlines()[2:5]) == (  # the gateway that starts has doctor's ids: Ops is ops-2
         1,
-        ["ops        false    false  3", "qa         true     true   3"],
+        ["ops        false    false  3", "ops-2      true     true   3", "qa         true     true   3"],
     )
     assert as9.err.splitlines() == [
-        "warning: agents.list: moved to keyed agents.entries in 2026.8+; still read",
-        *shared,
+        'warning: agents.list[1].id: id "Ops" is not canonical (would be ops) (doctor makes it agents.entries.ops-2): '
+        f"{NOT_CONVERTED}",
+        f"warning: agents.list[2].tools: not an object; {REFUSED}",
     ]
     as7 = lw(empty, "config", "check", listed)
-    assert (as7.code, as7.err.splitlines()) == (1, shared)
+    assert (as7.code, as7.err.splitlines()) == (
+        1,
+        [
+            "warning: agents.list[1].id: duplicate of agents.list[0] (agent 'ops'); this entry's tools.loopDetection "
+            "is ignored",
+            "warning: agents.list[2].tools: not an object; ignored",
+        ],
+    )
     keyed = write(
         empty,
         "entries.json5",
@@ -192,9 +192,8 @@ def test_2026_9_warns_about_duplicate_ids_non_object_tools_and_blank_entries_key
         ["main       false    false  3", "ops        true     true   3"],
     )
     assert result.err.splitlines() == [
-        "warning: agents.entries.\"\": blank key: OpenClaw reads it as agent 'main' (a blank id normalises to main); "
-        "the 2026.9 schema rejects it",
-        "warning: agents.entries.ops.tools: not an object; ignored",
+        f'warning: agents.entries."": {KEY_INVALID}; {REFUSED}',
+        f"warning: agents.entries.ops.tools: not an object; {REFUSED}",
     ]
 
 
@@ -301,3 +300,35 @@ def test_unreadable_config_says_what_to_check(empty: Path) -> None:
     write(empty, "on.json5", CONFIG)
     worker_flag = lw(empty, "worker", "--config", "missing.json5", env={"LOOPWATCH_CONFIG": "on.json5"})
     one_line(worker_flag, 2, f"loopwatch worker: {missing}; check the path given to --config")
+
+
+def test_2026_9_says_where_openclaw_refuses_the_roster(empty: Path) -> None:
+    """A list the 2026.9 load converts is read with one note (exit 1, like any warning); a list it does not convert,
+    and ``agents.entries`` keys its schema refuses, are one warning each, naming the refusal; the reading stays."""
+    converted = write(
+        empty, "converted.json5", '{agents: {list: [{id: "ops", tools: {loopDetection: {enabled: true}}}]}}'
+    )
+    result = lw(empty, "config", "check", converted, "--profile", "openclaw-2026.9")
+    assert (result.code, result.err, result.out.splitlines()[2]) == (
+        1,
+        f"warning: agents.list: {CONVERTED}\n",
+        "ops        true     true   3",
+    )
+    refused = write(
+        empty,
+        "refused.json5",
+        '{agents: {ownership: "explicit", entries: {"My Agent": {tools: {loopDetection: {enabled: true}}},'
+        ' "my-agent": {}}}}',
+    )
+    result = lw(empty, "config", "check", refused, "--profile", "openclaw-2026.9", "--json")
+    assert result.code == 1
+    document = json.loads(result.out)
+    assert document["warnings"] == [
+        {"path": "agents.entries.My Agent", "message": f"{KEY_INVALID}; {REFUSED}", "value_used": None},
+        {
+            "path": "agents.entries.my-agent",
+            "message": f"resolves to agent 'my-agent' like agents.entries.My Agent; {REFUSED}",
+            "value_used": None,
+        },
+    ]
+    assert document["agents"]["my-agent"]["enabled"] is True  # best effort: the first key of the id
