@@ -134,7 +134,7 @@ def test_a_list_the_load_cannot_convert_is_one_warning_on_its_first_offending_en
                 {"id": 7, "name": "no block: nothing to ignore"},
                 {"id": "ops"},
             ]
-        }
+        },
     }
     loaded = LoadedConfig.from_document(doc)
     [warning] = loaded.gen9.warnings
