@@ -337,3 +337,18 @@ def test_entries_the_schema_refuses() -> None:
     for agents, path in (("x", "agents"), ({"entries": []}, "agents.entries"), ({"list": {}}, "agents.list")):
         [warning] = LoadedConfig.from_document({"agents": agents}).gen9.warnings
         assert warning.path == path and warning.message.endswith(REFUSED), agents
+
+
+def test_what_the_strict_2026_9_block_refuses_and_what_startup_strips() -> None:
+    """The 2026.9 block's schema is strict: an unknown key, or an enabled that is not a boolean (null included),
+    refuses the config; a retired 2026.7 knob is stripped at startup, so it is only ignored."""
+    from streams.detection.gen9_config import block_warnings
+    from streams.detection.gen9_roster import REFUSED
+
+    warnings = {w.path: w.message for w in block_warnings({"enabled": "yes", "foo": 1, "criticalThreshold": 5}, "b")}
+    assert warnings["b.enabled"].startswith('"yes" is not a boolean (read anyway: detection off')
+    assert warnings["b.foo"] == f"unknown key (not in the 2026.9 tools.loopDetection schema); {REFUSED}"
+    assert REFUSED not in warnings["b.criticalThreshold"] and "ignored" in warnings["b.criticalThreshold"]
+    assert all(m.endswith(REFUSED) for m in (warnings["b.enabled"], warnings["b.foo"]))
+    [null] = block_warnings({"enabled": None}, "b")
+    assert null.message.startswith("null is not a boolean") and null.message.endswith(REFUSED)

@@ -19,6 +19,7 @@ from streams.detection.gen9_detectors import (
     UNKNOWN_TOOL_LIMIT,
     WARNING,
 )
+from streams.detection.gen9_roster import refused
 from streams.detection.types import MISSING, PROFILE_2026_7, PROFILE_2026_9, LoopConfig
 
 
@@ -57,20 +58,22 @@ def block_warnings(block: dict[object, object], path: str) -> list[ConfigWarning
     for key, value in block.items():
         key_path = f"{path}.{key}"
         if key == "enabled":
-            if not isinstance(value, bool) and value is not None:
+            if not isinstance(value, bool):  # the schema's boolean().optional() takes no null either
                 out.append(
                     ConfigWarning(
                         key_path,
-                        f"{show_value(value)} is not a boolean; detection stays off (only true enables it) and the "
-                        "post-compaction guard stays on (only false disables it)",
+                        refused(
+                            f"{show_value(value)} is not a boolean (read anyway: detection off, as only true enables "
+                            "it, and the post-compaction guard on, as only false disables it)"
+                        ),
                         False,
                     )
                 )
-        elif key in RETIRED_KEYS:
+        elif key in RETIRED_KEYS:  # gateway startup strips these (stripRetiredTuningKnobs in legacy-*.mjs)
             out.append(_retired_key_warning(key_path, RETIRED_KEYS[key]))
-        else:
+        else:  # the block's schema is strict (ToolLoopDetectionSchema in zod-schema.agent-runtime-*.mjs)
             out.append(
-                ConfigWarning(key_path, "unknown key (not in the 2026.9 tools.loopDetection schema); ignored", None)
+                ConfigWarning(key_path, refused("unknown key (not in the 2026.9 tools.loopDetection schema)"), None)
             )
     return out
 
