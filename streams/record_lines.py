@@ -12,9 +12,8 @@ import binascii
 import datetime
 from typing import Any
 
+from schemas import EVENT_TYPES
 from streams.loop_cost import loop_cost_text
-
-_EVENT_TYPES = frozenset({"tool_call", "tool_result", "compaction_retry"})
 
 
 def when(ts: Any) -> str:
@@ -36,7 +35,7 @@ def kind_of(record: dict[str, Any]) -> str:
         return "alert"
     if "reason" in record and "source" in record and "original_sha256" in record:
         return "dead_letter"
-    if record.get("type") in _EVENT_TYPES and "event_id" in record:
+    if record.get("type") in EVENT_TYPES and "event_id" in record:
         return "event"
     return "other"
 
@@ -102,9 +101,24 @@ def dead_letter_line(d: dict[str, Any]) -> str:
     )
 
 
+def _usage(e: dict[str, Any]) -> str:
+    """A model_usage event's model, tokens and price (as the gateway accounted them)."""
+    tokens = sum(
+        n
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        if isinstance(n := e.get(name), int) and not isinstance(n, bool)
+    )
+    cost = e.get("cost_usd")
+    price = f" cost=${cost:.4f}" if isinstance(cost, int | float) and not isinstance(cost, bool) else ""
+    return f" model={e.get('provider') or '-'}/{e.get('model') or '-'} tokens={tokens}{price}"
+
+
 def event_line(e: dict[str, Any]) -> str:
     kind = e.get("type")
-    call = "" if kind == "compaction_retry" else f" tool={e.get('tool')} call={e.get('call_id')}"
+    if kind == "model_usage":
+        call = _usage(e)
+    else:
+        call = "" if kind == "compaction_retry" else f" tool={e.get('tool')} call={e.get('call_id')}"
     if "error" in e:
         outcome = " outcome=error"
     elif "result" in e or "result_hash" in e:

@@ -274,6 +274,13 @@ def test_tail_shows_dead_letters_and_events_by_record_type() -> None:
     )
     assert "secret" not in line and "/x" not in line  # arguments and results are never shown
     assert record_line({"hello": 1}) == "- OTHER   a JSON object with keys hello"
+    usage = {"type": "model_usage", "event_id": "u1", "gateway_id": "gw-1", "agent_id": "main", "session_id": "s",
+             "run_id": "r", "ts": 1_767_225_600_000, "provider": "openai", "model": "gpt-x", "input_tokens": 900,
+             "output_tokens": 80, "cache_read_tokens": 20, "cache_write_tokens": 0, "cost_usd": 0.0123}  # fmt: skip
+    assert record_line(usage) == (  # was an OTHER line: every event type is an event
+        "2026-01-01T00:00:00.000Z EVENT   model_usage gw=gw-1 agent=main run=r model=openai/gpt-x tokens=1000 "
+        "cost=$0.0123 event=u1"
+    )
 
 
 def test_tail_escalations_show_each_decision_level_of_a_run_once() -> None:
