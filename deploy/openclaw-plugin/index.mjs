@@ -10,6 +10,7 @@ import { createBridge, eventIdFactory } from "./lib/bridge.mjs";
 import { ConfigError, resolveConfig } from "./lib/config.mjs";
 import { Enforcement, startVerdictConsumer } from "./lib/enforcer.mjs";
 import { kafkaProducerFactory, Publisher } from "./lib/publisher.mjs";
+import { LogThrottle } from "./lib/throttle.mjs";
 import { createUsageReporter } from "./lib/usage.mjs";
 
 export const PLUGIN_ID = "loopwatch-bridge";
@@ -35,11 +36,16 @@ function createRuntime(api) {
   if (cfg.gatewayIdDefaulted) {
     logger?.warn?.(`loopwatch-bridge: no gatewayId configured; using the host name ${JSON.stringify(cfg.gatewayId)}`);
   }
+  // One throttle for every kafkajs client and retry line of this runtime: a broker outage logs each kind of
+  // message at most once a minute.
+  const throttle = new LogThrottle(logger);
   const publisher = new Publisher({
     topic: cfg.topic,
     maxBuffer: cfg.maxBuffer,
-    producerFactory: kafkaProducerFactory(cfg, logger),
+    producerFactory: kafkaProducerFactory(cfg, logger, throttle),
     logger,
+    throttle,
+    target: cfg.brokers.join(","),
   });
   const enforcement = cfg.enforce ? new Enforcement({ gatewayId: cfg.gatewayId, abortRun: abortRunViaSdk, logger }) : null;
   const bridge = createBridge({ cfg, publisher, enforcement, logger });
@@ -49,13 +55,18 @@ function createRuntime(api) {
       ` openclawVersion=${cfg.openclawVersion ?? "unknown"})`,
   );
   const usage = createUsageReporter({ cfg, publisher, newEventId: eventIdFactory(), logger });
-  return { cfg, bridge, publisher, enforcement, usage, consumer: null, logger };
+  return { cfg, bridge, publisher, enforcement, usage, consumer: null, logger, throttle };
 }
 
 function ensureConsumer() {
   const runtime = STATE.runtime;
   if (runtime?.enforcement && !runtime.consumer) {
-    runtime.consumer = startVerdictConsumer({ cfg: runtime.cfg, enforcement: runtime.enforcement, logger: runtime.logger });
+    runtime.consumer = startVerdictConsumer({
+      cfg: runtime.cfg,
+      enforcement: runtime.enforcement,
+      logger: runtime.logger,
+      throttle: runtime.throttle,
+    });
   }
 }
 
@@ -100,8 +111,13 @@ export function register(api) {
     try {
       STATE.runtime = createRuntime(api);
     } catch (err) {
-      STATE.disabledReason = err instanceof ConfigError ? `invalid config: ${err.message}` : String(err?.stack ?? err);
-      api.logger?.error?.(`loopwatch-bridge disabled: ${STATE.disabledReason}`);
+      const invalid = err instanceof ConfigError;
+      STATE.disabledReason = invalid ? `invalid config: ${err.message}` : String(err?.stack ?? err);
+      // One line; the gateway itself keeps running (openclaw.plugin.json's schema accepts any config on purpose).
+      api.logger?.error?.(
+        `loopwatch-bridge disabled: ${STATE.disabledReason}` +
+          (invalid ? `; the gateway runs without it: fix plugins.entries.${PLUGIN_ID}.config and restart` : ""),
+      );
       return;
     }
   }

@@ -1,5 +1,7 @@
-// Plugin configuration: defaults and validation (openclaw.plugin.json holds the same rules as JSON Schema;
-// OpenClaw validates against it, this module validates again so the plugin is safe when loaded elsewhere).
+// Plugin configuration: defaults and validation. This module is the only validator: openclaw.plugin.json's
+// configSchema lists the keys (with descriptions and defaults) but constrains nothing, because OpenClaw refuses
+// to start the whole gateway when a plugin's config fails that schema. Here a mistake (unknown key, wrong type)
+// throws ConfigError, and index.mjs disables just the plugin with one error line.
 
 import { hostname } from "node:os";
 
@@ -14,13 +16,62 @@ export const DEFAULTS = Object.freeze({
   maxEventBytes: 900000,
 });
 
-const KNOWN = new Set([
+/** Every config key the plugin knows (openclaw.plugin.json lists the same). */
+export const CONFIG_KEYS = new Set([
   "brokers", "topic", "verdictTopic", "gatewayId", "hashOnGateway", "enforce", "maxBuffer", "clientId",
   "ssl", "sasl", "verdictGroupId", "maxEventBytes", "openclawVersion",
 ]);
 const SASL_MECHANISMS = new Set(["plain", "scram-sha-256", "scram-sha-512"]);
+const SASL_KEYS = new Set(["mechanism", "username", "password"]);
 
 export class ConfigError extends Error {}
+
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps) between two strings. */
+function editDistance(a, b) {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/**
+ * The known key `key` was probably meant to be: a typo, or a shortened or extended name (case, "_" and "-"
+ * ignored). Null when nothing is close.
+ */
+export function closestKey(key, known = CONFIG_KEYS) {
+  const norm = (k) => k.toLowerCase().replace(/[-_\s]/g, "");
+  const a = norm(key);
+  let best = null;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const b = norm(candidate);
+    const prefix = Math.min(a.length, b.length) >= 3 && (a.startsWith(b) || b.startsWith(a));
+    const distance = prefix ? Math.min(1, editDistance(a, b)) : editDistance(a, b);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best !== null && bestDistance <= Math.max(1, Math.floor(best.length / 3)) ? best : null;
+}
+
+/** Throws a ConfigError naming every key of `raw` not in `known`, each with the closest known key as a hint. */
+function rejectUnknownKeys(raw, known, what) {
+  const unknown = Object.keys(raw).filter((key) => !known.has(key));
+  if (unknown.length === 0) return;
+  const named = unknown.map((key) => {
+    const hint = closestKey(key, known);
+    return hint ? `${JSON.stringify(key)} (did you mean ${JSON.stringify(hint)}?)` : JSON.stringify(key);
+  });
+  const guessedAll = unknown.every((key) => closestKey(key, known));
+  throw new ConfigError(
+    `unknown ${what} key${unknown.length > 1 ? "s" : ""} ${named.join(", ")}` +
+      (guessedAll ? "" : `; known keys: ${[...known].join(", ")}`),
+  );
+}
 
 function nonEmptyString(value, name) {
   if (typeof value !== "string" || value.trim() === "") throw new ConfigError(`${name} must be a non-empty string`);
@@ -35,9 +86,7 @@ function positiveInt(value, name) {
 /** The resolved config (defaults applied); throws ConfigError on invalid input. */
 export function resolveConfig(raw = {}, { hostVersion } = {}) {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError("config must be an object");
-  for (const key of Object.keys(raw)) {
-    if (!KNOWN.has(key)) throw new ConfigError(`unknown config key ${JSON.stringify(key)}`);
-  }
+  rejectUnknownKeys(raw, CONFIG_KEYS, "config");
   const cfg = { ...DEFAULTS };
   if (raw.brokers !== undefined) {
     const brokers = typeof raw.brokers === "string" ? raw.brokers.split(",").map((b) => b.trim()).filter(Boolean) : raw.brokers;
@@ -78,6 +127,7 @@ export function resolveConfig(raw = {}, { hostVersion } = {}) {
   }
   if (raw.sasl !== undefined) {
     const sasl = raw.sasl;
+    if (sasl !== null && typeof sasl === "object" && !Array.isArray(sasl)) rejectUnknownKeys(sasl, SASL_KEYS, "sasl");
     if (sasl === null || typeof sasl !== "object" || !SASL_MECHANISMS.has(sasl.mechanism)) {
       throw new ConfigError("sasl must be {mechanism: plain|scram-sha-256|scram-sha-512, username, password}");
     }

@@ -12,7 +12,7 @@ import kafkajs from "kafkajs";
 
 import { kafkaOptions } from "./config.mjs";
 import { scopeKey } from "./events.mjs";
-import { throttledLogCreator } from "./publisher.mjs";
+import { LogThrottle } from "./throttle.mjs";
 
 const { Kafka, logLevel } = kafkajs;
 
@@ -201,17 +201,21 @@ export function appendNotes(result, notes) {
 
 /**
  * Consume `cfg.verdictTopic` in the background and apply this gateway's verdicts to `enforcement`.
- * Returns {stop(): Promise}. Failures are retried with backoff; nothing is thrown to the caller.
+ * Returns {stop(): Promise}. Failures are retried with backoff; nothing is thrown to the caller. Every retry
+ * uses the same kafkajs client, and all warnings (kafkajs' and the retry lines) go through `throttle` (pass
+ * the plugin's shared one).
  */
-export function startVerdictConsumer({ cfg, enforcement, logger, consumerFactory }) {
+export function startVerdictConsumer({ cfg, enforcement, logger, consumerFactory, throttle = new LogThrottle(logger) }) {
   let stopped = false;
   let consumer = null;
   let timer = null;
   let backoff = 0;
+  let kafka = null;
+  const brokers = Array.isArray(cfg.brokers) ? cfg.brokers.join(",") : "?";
   const make =
     consumerFactory ??
     (() => {
-      const kafka = new Kafka(kafkaOptions(cfg, { logLevel: logLevel.WARN, logCreator: throttledLogCreator(logger) }));
+      kafka ??= new Kafka(kafkaOptions(cfg, { logLevel: logLevel.WARN, logCreator: throttle.logCreator() }));
       return kafka.consumer({
         groupId: cfg.verdictGroupId,
         sessionTimeout: 10000,
@@ -250,7 +254,7 @@ export function startVerdictConsumer({ cfg, enforcement, logger, consumerFactory
     try {
       current.on?.(current.events.CRASH, (event) => {
         if (event?.payload?.restart === false && consumer === current && !stopped) {
-          logger?.warn?.(`loopwatch-bridge: verdict consumer crashed: ${event.payload.error?.message ?? "?"}`);
+          throttle.warn(`loopwatch-bridge: verdict consumer crashed (${event.payload.error?.message ?? "?"}); retrying`);
           current.disconnect().catch(() => {});
           consumer = null;
           retry();
@@ -267,7 +271,10 @@ export function startVerdictConsumer({ cfg, enforcement, logger, consumerFactory
       await current.run({ eachMessage: async (payload) => onMessage(payload) });
       backoff = 0;
     } catch (err) {
-      logger?.warn?.(`loopwatch-bridge: verdict consumer not running (${err?.message ?? err}); retrying`);
+      throttle.warn(
+        `loopwatch-bridge: verdict consumer cannot start on Kafka at ${brokers} (${err?.message ?? err}); retrying, ` +
+          "no verdicts are applied until it runs",
+      );
       current.disconnect().catch(() => {});
       if (consumer === current) consumer = null;
       retry();

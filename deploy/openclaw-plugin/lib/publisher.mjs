@@ -5,10 +5,12 @@
 // sends batches in order (one request in flight, so records of a scope key stay in order), and on any
 // failure keeps the batch at the head of the buffer, disconnects, and retries with capped exponential
 // backoff. Nothing here ever throws into a hook, and timers are unref'd so they never hold a process open.
+// Records still buffered when the publisher closes are lost: they are counted as dropped (and lostAtStop).
 
 import kafkajs from "kafkajs";
 
 import { kafkaOptions } from "./config.mjs";
+import { LogThrottle } from "./throttle.mjs";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -16,23 +18,14 @@ export const MAX_BATCH = 500;
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 10000;
 
-/** A kafkajs logCreator that forwards warnings and errors to `logger`, at most one per `everyMs` per text. */
-export function throttledLogCreator(logger, everyMs = 60000, now = Date.now) {
-  const last = new Map();
-  return () => ({ level, log }) => {
-    if (!logger || level > logLevel.WARN) return;
-    const text = `loopwatch-bridge kafka: ${log?.message ?? "?"}${log?.error ? ` (${log.error})` : ""}`;
-    const t = now();
-    if ((last.get(text) ?? -Infinity) + everyMs > t) return;
-    if (last.size > 200) last.clear();
-    last.set(text, t);
-    (level === logLevel.ERROR ? logger.error ?? logger.warn : logger.warn)?.call(logger, text);
-  };
-}
+const events = (n) => `${n} event${n === 1 ? "" : "s"}`;
 
-/** The default producer factory: a kafkajs producer configured for ordered, non-creating sends. */
-export function kafkaProducerFactory(cfg, logger) {
-  const kafka = new Kafka(kafkaOptions(cfg, { logLevel: logLevel.WARN, logCreator: throttledLogCreator(logger) }));
+/**
+ * The default producer factory: a kafkajs producer configured for ordered, non-creating sends. kafkajs'
+ * warnings go through `throttle` (pass the plugin's shared one; a fresh one for `logger` otherwise).
+ */
+export function kafkaProducerFactory(cfg, logger, throttle = new LogThrottle(logger)) {
+  const kafka = new Kafka(kafkaOptions(cfg, { logLevel: logLevel.WARN, logCreator: throttle.logCreator() }));
   return () =>
     kafka.producer({
       createPartitioner: Partitioners.DefaultPartitioner,
@@ -50,14 +43,19 @@ export class Publisher {
    * @param {number} opts.maxBuffer  records held while Kafka is slow or down; beyond it records are dropped
    * @param {() => {connect, send, disconnect}} opts.producerFactory
    * @param {object} [opts.logger]
+   * @param {LogThrottle} [opts.throttle]  rate-limits the "cannot reach Kafka" lines (the plugin's shared one)
+   * @param {string} [opts.target]  the brokers, named in those lines
    */
-  constructor({ topic, maxBuffer, producerFactory, logger, now = Date.now, maxBatch = MAX_BATCH }) {
+  constructor({ topic, maxBuffer, producerFactory, logger, throttle, target, now = Date.now, maxBatch = MAX_BATCH }) {
     this.topic = topic;
     this.maxBuffer = maxBuffer;
     this.maxBatch = maxBatch;
     this.producerFactory = producerFactory;
     this.logger = logger;
+    this.throttle = throttle ?? new LogThrottle(logger, { now });
+    this.target = target;
     this.now = now;
+    this.unreachable = false; // the last connect or send failed
     this.buffer = [];
     this.head = 0; // index of the first pending record in `buffer`
     this.producer = null;
@@ -72,6 +70,7 @@ export class Publisher {
       enqueued: 0,
       published: 0,
       dropped: 0,
+      lostAtStop: 0, // of `dropped`: still buffered when the publisher closed
       sendErrors: 0,
       connectErrors: 0,
       batches: 0,
@@ -151,7 +150,7 @@ export class Publisher {
           this.connected = true;
         } catch (err) {
           this.stats.connectErrors++;
-          this.#failed(err);
+          this.#failed(err, `cannot reach Kafka${this.target ? ` at ${this.target}` : ""}`);
           return;
         }
       }
@@ -161,8 +160,19 @@ export class Publisher {
         await this.producer.send({ topic: this.topic, messages: batch, acks: -1 });
       } catch (err) {
         this.stats.sendErrors++;
-        this.#failed(err);
+        this.#failed(err, `publishing to ${this.topic} failed`);
         return;
+      }
+      if (this.buffer[this.head] !== batch[0]) {
+        // close() gave up on the buffer (counted as lost) while this send was in flight: it went out after all.
+        this.stats.published += batch.length;
+        this.stats.dropped -= batch.length;
+        this.stats.lostAtStop -= batch.length;
+        return;
+      }
+      if (this.unreachable) {
+        this.unreachable = false;
+        this.logger?.info?.(`loopwatch-bridge: publishing to Kafka again (${events(this.buffered - batch.length)} still buffered)`);
       }
       this.head = end;
       if (this.head > 1024 && this.head * 2 > this.buffer.length) {
@@ -178,8 +188,13 @@ export class Publisher {
     }
   }
 
-  #failed(err) {
+  /** A connect or send failed: drop the producer, back off, and say so (throttled: once a minute per kind). */
+  #failed(err, what) {
+    this.unreachable = true;
     this.stats.lastError = String(err?.message ?? err);
+    if (!this.closed) {
+      this.throttle.warn(`loopwatch-bridge: ${what} (${this.stats.lastError}); retrying, ${events(this.buffered)} buffered`);
+    }
     this.backoffMs = Math.min(BACKOFF_MAX_MS, this.backoffMs ? this.backoffMs * 2 : BACKOFF_MIN_MS);
     const producer = this.producer;
     this.connected = false;
@@ -203,13 +218,27 @@ export class Publisher {
     return this.buffered === 0;
   }
 
-  /** Flush for at most `timeoutMs`, then stop and disconnect. Later publish() calls count as dropped. */
+  /**
+   * Flush for at most `timeoutMs`, then stop and disconnect. Records still buffered then are lost: counted
+   * as dropped and lostAtStop, with one warning. Later publish() calls count as dropped.
+   */
   async close(timeoutMs = 2000) {
     if (this.closed) return;
     await this.flush(timeoutMs).catch(() => {});
     this.closed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    const lost = this.buffered;
+    if (lost > 0) {
+      this.buffer = [];
+      this.head = 0;
+      this.stats.dropped += lost;
+      this.stats.lostAtStop += lost;
+      this.logger?.warn?.(
+        `loopwatch-bridge: stopping with ${events(lost)} not published to Kafka (counted as dropped; last error: ` +
+          `${this.stats.lastError ?? "none"})`,
+      );
+    }
     const producer = this.producer;
     this.producer = null;
     this.connected = false;

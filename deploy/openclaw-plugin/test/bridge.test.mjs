@@ -495,6 +495,20 @@ test("register(): an invalid config disables the plugin with an error instead of
   await resetForTests();
 });
 
+test("register(): a typo key disables only the plugin, with one error line naming the key it resembles", async () => {
+  const lines = [];
+  const logger = { info: (m) => lines.push(["info", m]), warn: (m) => lines.push(["warn", m]), error: (m) => lines.push(["error", m]) };
+  const api = { registrationMode: "full", pluginConfig: { gatewayId: "gw", enfroce: true }, logger, on: () => assert.fail("no hooks") };
+  assert.doesNotThrow(() => register(api));
+  assert.doesNotThrow(() => register({ ...api, registrationMode: "discovery" }));
+  assert.equal(lines.length, 1, JSON.stringify(lines));
+  assert.equal(lines[0][0], "error");
+  assert.match(lines[0][1], /^loopwatch-bridge disabled: invalid config: unknown config key "enfroce" \(did you mean "enforce"\?\); /);
+  assert.match(lines[0][1], /plugins\.entries\.loopwatch-bridge\.config/);
+  assert.equal(bridgeStats(), null);
+  await resetForTests();
+});
+
 test("every record carries the host's OpenClaw version when it is known (openclaw_version)", () => {
   const { publisher, bridge } = setup({ openclawVersion: "2026.9.6" });
   call(bridge, { result: RESULT });

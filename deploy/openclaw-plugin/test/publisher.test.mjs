@@ -105,3 +105,51 @@ test("a slow broker never slows publish()", async () => {
   await publisher.close(3000);
   assert.equal(producer.sent.length, 100);
 });
+
+test("records still buffered at close are counted as dropped (lostAtStop), with one warning", async () => {
+  const warnings = [];
+  const logger = { ...silentLogger, warn: (m) => warnings.push(m) };
+  const producer = new FakeProducer({ connectFailures: 1000 });
+  const publisher = new Publisher({ topic: "t", maxBuffer: 100, producerFactory: () => producer, logger, target: "k:9092" });
+  for (let i = 0; i < 7; i++) publisher.publish("k", String(i));
+  await waitFor(() => publisher.stats.connectErrors > 0);
+  await publisher.close(300);
+  const stats = publisher.snapshot();
+  assert.equal(stats.buffered, 0);
+  assert.equal(stats.published, 0);
+  assert.equal(stats.lostAtStop, 7);
+  assert.equal(stats.dropped, 7, "README: events that never reach Kafka are dropped and counted");
+  const stopping = warnings.filter((w) => w.includes("not published"));
+  assert.deepEqual(stopping, ["loopwatch-bridge: stopping with 7 events not published to Kafka (counted as dropped; last error: connect refused (fake))"]);
+  // a clean stop says nothing and loses nothing
+  const ok = new Publisher({ topic: "t", maxBuffer: 100, producerFactory: () => new FakeProducer(), logger });
+  ok.publish("k", "x");
+  await ok.close(1000);
+  assert.deepEqual([ok.stats.published, ok.stats.dropped, ok.stats.lostAtStop], [1, 0, 0]);
+  assert.equal(warnings.filter((w) => w.includes("not published")).length, 1);
+});
+
+test("a send still in flight when close gives up is counted as published, not lost", async () => {
+  const producer = new FakeProducer({ delayMs: 400 });
+  const publisher = new Publisher({ topic: "t", maxBuffer: 100, producerFactory: () => producer, logger: silentLogger });
+  publisher.publish("k", "a");
+  publisher.publish("k", "b");
+  await publisher.close(100); // the send outlives the flush deadline (the fake ignores disconnect)
+  assert.equal(publisher.stats.lostAtStop, 2);
+  await sleep(500);
+  assert.deepEqual([publisher.stats.published, publisher.stats.dropped, publisher.stats.lostAtStop], [2, 0, 0]);
+});
+
+test("Kafka unreachable: one line naming the brokers and the buffered count, throttled across retries", async () => {
+  const warnings = [];
+  const infos = [];
+  const logger = { ...silentLogger, warn: (m) => warnings.push(m), info: (m) => infos.push(m) };
+  const producer = new FakeProducer({ connectFailures: 3 });
+  const publisher = new Publisher({ topic: "t", maxBuffer: 100, producerFactory: () => producer, logger, target: "k1:9092,k2:9092" });
+  for (let i = 0; i < 3; i++) publisher.publish("k", String(i));
+  await waitFor(() => publisher.stats.published === 3, 10000);
+  assert.equal(publisher.stats.connectErrors, 3);
+  assert.deepEqual(warnings, ["loopwatch-bridge: cannot reach Kafka at k1:9092,k2:9092 (connect refused (fake)); retrying, 3 events buffered"]);
+  assert.deepEqual(infos, ["loopwatch-bridge: publishing to Kafka again (0 events still buffered)"]);
+  await publisher.close();
+});
