@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +48,22 @@ def ensure_tools() -> Tools:
     )
     assert done.returncode == 0, f"ensure-deps.sh failed:\n{done.stdout}\n{done.stderr}"
     return Tools(node=values["NODE"], openclaw=values["OPENCLAW"])
+
+
+def run_on_dist(driver: str, inputs: object, workdir: Path) -> Any:
+    """Runs the Node script ``driver`` as ``node driver.mjs DIST INPUTS.json`` against the installed package's
+    ``dist/`` and returns the JSON it prints: how the tests call OpenClaw's own functions on their inputs."""
+    tools = ensure_tools()
+    package = Path(tools.openclaw).parent
+    assert package.name == "openclaw" and package.parent.name == "node_modules", package
+    (workdir / "inputs.json").write_text(json.dumps(inputs), encoding="utf-8")
+    (workdir / "driver.mjs").write_text(driver, encoding="utf-8")
+    done = subprocess.run(
+        [tools.node, str(workdir / "driver.mjs"), str(package / "dist"), str(workdir / "inputs.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)

@@ -8,14 +8,11 @@ under Node and through :func:`streams.detection.config.normalize_agent_id`.
 
 from __future__ import annotations
 
-import json
 import random
-import re
-import subprocess
 from pathlib import Path
 
 from streams.detection.config import normalize_agent_id
-from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, ensure_tools
+from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, run_on_dist
 
 pytestmark = E2E_MARKS
 
@@ -44,22 +41,9 @@ _EDGES = ["", " ", "My Agent", "main", "-" * 70, "a" * 64, "a" * 65, "_a", "\u03
 
 
 def test_agent_ids_normalise_as_openclaw_s_own_function(tmp_path: Path) -> None:
-    tools = ensure_tools()
-    package = Path(tools.openclaw).parent
-    assert re.search(r"node_modules/openclaw$", str(package)), package
     rng = random.Random(20261206)
     inputs = _EDGES + ["".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 80))) for _ in range(5000)]
-    (tmp_path / "inputs.json").write_text(json.dumps(inputs), encoding="utf-8")
-    (tmp_path / "driver.mjs").write_text(_DRIVER, encoding="utf-8")
-    done = subprocess.run(
-        [tools.node, str(tmp_path / "driver.mjs"), str(package / "dist"), str(tmp_path / "inputs.json")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    theirs = json.loads(done.stdout)
+    theirs = run_on_dist(_DRIVER, inputs, tmp_path)
     differ = [
         (raw, ours, their)
         for raw, their in zip(inputs, theirs, strict=True)

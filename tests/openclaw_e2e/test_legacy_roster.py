@@ -8,14 +8,12 @@ Lists go through the installed package's ``parseLegacyAgentRoster`` and ``projec
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from streams.detection.gen9_roster import doctor_ids, list_problem
-from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, ensure_tools
+from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, run_on_dist
 
 pytestmark = [
     *E2E_MARKS,
@@ -79,19 +77,7 @@ _LISTS: list[list[object]] = [
 
 
 def test_the_load_time_conversion_and_doctor_ids_agree_with_openclaw(tmp_path: Path) -> None:
-    tools = ensure_tools()
-    package = Path(tools.openclaw).parent
-    (tmp_path / "inputs.json").write_text(json.dumps(_LISTS), encoding="utf-8")
-    (tmp_path / "driver.mjs").write_text(_DRIVER, encoding="utf-8")
-    done = subprocess.run(
-        [tools.node, str(tmp_path / "driver.mjs"), str(package / "dist"), str(tmp_path / "inputs.json")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    theirs = json.loads(done.stdout)
+    theirs = run_on_dist(_DRIVER, _LISTS, tmp_path)
     ours = [[list_problem(agent_list) is None, doctor_ids(agent_list)] for agent_list in _LISTS]
     differ = [
         (agent_list, mine, their) for agent_list, mine, their in zip(_LISTS, ours, theirs, strict=True) if mine != their
