@@ -33,6 +33,9 @@ export class BoundedMap extends Map {
 
 const DECISIONS = new Set(["warning", "block", "abort"]);
 
+/** The tool a verdict names, for messages. */
+const toolOf = (verdict) => (typeof verdict.tool === "string" ? verdict.tool : "tool");
+
 /**
  * What a verdict asks this gateway to do, as plain data:
  * {kind: "note", key, text} | {kind: "block", key, signature, reason} | {kind: "abort", key, sessionId, reason}
@@ -47,7 +50,7 @@ export function mapVerdict(verdict, { gatewayId, lookup }) {
   const key = scopeKey(verdict.run_id, sessionId);
   if (!key) return { kind: "ignore", reason: "no-scope" };
   const message = typeof verdict.message === "string" && verdict.message !== "" ? verdict.message : null;
-  const tool = typeof verdict.tool === "string" ? verdict.tool : "tool";
+  const tool = toolOf(verdict);
   switch (verdict.decision) {
     case "warning":
       return { kind: "note", key, text: message ?? `WARNING: loopwatch detected a repetitive ${tool} loop.` };
@@ -132,6 +135,8 @@ export class Enforcement {
         break;
       }
       case "block": {
+        // One gateway log line per run's first block: enforcement is visible in the log, not only in the counters.
+        if (!this.blocked.has(action.key)) this.#told(`blocking repeated ${toolOf(verdict)} calls of run`, verdict, action.key);
         const sigs = this.blocked.get(action.key) ?? new BoundedMap(this.maxSignatures);
         sigs.set(action.signature, action.reason);
         this.blocked.set(action.key, sigs);
@@ -139,12 +144,17 @@ export class Enforcement {
         break;
       }
       case "abort":
+        if (!this.aborted.has(action.key)) this.#told("aborting run", verdict, action.key);
         this.aborted.set(action.key, { reason: action.reason, sessionId: action.sessionId });
         this.stats.aborts++;
         this.#abort(action.sessionId, action.reason);
         break;
     }
     return action;
+  }
+
+  #told(what, verdict, key) {
+    this.logger?.info?.(`loopwatch-bridge: ${what} ${key} (${verdict.detector}, count ${verdict.count})`);
   }
 
   #abort(sessionId, reason) {

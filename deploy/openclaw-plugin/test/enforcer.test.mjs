@@ -201,3 +201,19 @@ test("2026.9 second critical: its block and its abort (same detector) block the 
   const reason = "CRITICAL: another critical tool loop";
   assert.deepEqual(e.check("run-1", "read:" + "d".repeat(64), "sess-1"), { block: true, blockReason: reason });
 });
+
+test("the first block and the abort of a run are one gateway log line each, naming tool, run and detector", () => {
+  const lines = [];
+  const logger = { ...silentLogger, info: (line) => lines.push(line) };
+  const e = new Enforcement({ gatewayId: "gw-1", logger, abortRun: () => {} });
+  e.rememberCall("ev-21", "run-1", "call-21", SIG);
+  e.rememberCall("ev-22", "run-1", "call-22", SIG);
+  e.apply(verdict());
+  e.apply(verdict({ event_id: "ev-22", call_id: "call-22", count: 21 })); // the same run: no second line
+  e.apply(verdict({ decision: "abort", detector: "compaction_loop_persisted", tool: "read", count: 3 }));
+  e.apply(verdict({ decision: "abort", detector: "compaction_loop_persisted", tool: "read", count: 3 }));
+  assert.deepEqual(lines, [
+    "loopwatch-bridge: blocking repeated exec calls of run run-1 (generic_repeat, count 20)",
+    "loopwatch-bridge: aborting run run-1 (compaction_loop_persisted, count 3)",
+  ]);
+});
