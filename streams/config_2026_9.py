@@ -16,7 +16,6 @@ from typing import Any
 from streams.detection.config import (
     ConfigWarning,
     entry_loop_block,
-    listed_agents,
     normalize_agent_id,
     only_read_by,
 )
@@ -26,7 +25,6 @@ from streams.detection.gen9_roster import (
     empty_roster_warning,
     entries_warnings,
     entry_key_path,
-    list_problem,
     list_warning,
     refused,
 )
@@ -166,15 +164,8 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
     listed = list_warning(agent_list)
     if listed is not None:
         warnings.append(listed)
-    if list_problem(agent_list) is None:  # converted when loaded: the same ids, as entries
-        return [
-            (agent_id, f"agents.list[{index}].tools.loopDetection", block)
-            for agent_id, index, block in listed_agents(
-                agent_list, warnings, entry_warnings=False, tools_not_object=TOOLS_REFUSED
-            )
-        ]
-    # Not converted: a gateway that starts has rewritten it as doctor does (gen9_roster.doctor_ids), so its
-    # agents are doctor's ids, each entry its own (a repeated id is <id>-2, a missing or blank one 'agent').
+    # Converted when loaded, the ids stay as they are; not converted, a gateway that starts has rewritten the list
+    # as doctor does (a repeated id is <id>-2, a missing or blank one 'agent'). doctor_ids gives both.
     for index, (entry, doctor_id) in enumerate(zip(agent_list, doctor_ids(agent_list), strict=True)):
         if isinstance(entry, dict) and doctor_id is not None:
             path = f"agents.list[{index}]"

@@ -152,7 +152,6 @@ def _state_topic(args: argparse.Namespace) -> str:
 #: Flags that act only with another (that flag, then them), and flags that exclude each other (with why): given
 #: otherwise they are refused, never silently ignored.
 _NEEDS: tuple[tuple[tuple[str, str], tuple[tuple[str, str], ...]], ...] = (
-    (("--compare-verdicts", "compare_verdicts"), (("--verdicts-topic", "verdicts_topic"),)),
     (("--with-state", "with_state"), (("--group", "group"), ("--state-topic", "state_topic"))),
 )
 _EXCLUSIVE: tuple[tuple[tuple[tuple[str, str], tuple[str, str]], str], ...] = (
@@ -169,8 +168,11 @@ def run(args: argparse.Namespace) -> int:
     if args.topic is None:
         refuse_topic_only(args, _TOPIC_ONLY, "replay")
     for needs, flags in _NEEDS:
-        if needs[1] != "compare_verdicts" or not _reads_verdicts(args):
-            refuse_without(args, needs, flags, "replay")
+        refuse_without(args, needs, flags, "replay")
+    if not _reads_verdicts(args):  # --run --with-state reads the verdicts too, for their config_hash
+        refuse_without(
+            args, ("--compare-verdicts", "compare_verdicts"), (("--verdicts-topic", "verdicts_topic"),), "replay"
+        )
     for pair, why in _EXCLUSIVE:
         refuse_together(args, pair, why, "replay")
     config = load_config(args.config, args, "replay")

@@ -156,29 +156,21 @@ def first_with_id(
     return False
 
 
-def listed_agents(
-    agent_list: list[object],
-    warnings: list[ConfigWarning],
-    *,
-    entry_warnings: bool = True,
-    tools_not_object: str = NOT_OBJECT_IGNORED,
-) -> list[tuple[str, int, object]]:
+def listed_agents(agent_list: list[object], warnings: list[ConfigWarning]) -> list[tuple[str, int, object]]:
     """(normalised id, index, raw ``tools.loopDetection``) of the ``agents.list`` entries OpenClaw's lookup can
-    reach, the first of each id, in both lines; every other entry is warned about (not an object, no string id,
-    a later duplicate) unless ``entry_warnings`` is false (the 2026.9 reader reports such a list once instead:
-    its load does not convert it). A ``tools`` that is not an object is warned about with ``tools_not_object``."""
+    reach, the first of each id; every other entry is warned about (not an object, no string id, a later
+    duplicate). 2026.9 loads a list otherwise (:mod:`streams.detection.gen9_roster`)."""
     out: list[tuple[str, int, object]] = []
     first_paths: dict[str, str] = {}
-    sink = warnings if entry_warnings else []
     for index, entry in enumerate(agent_list):
         entry_path = f"agents.list[{index}]"
         if not isinstance(entry, dict):
-            sink.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
+            warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
             continue
-        block = entry_loop_block(entry, entry_path, warnings, tools_not_object)
-        agent_id = list_entry_id(entry, index, sink)
+        block = entry_loop_block(entry, entry_path, warnings)
+        agent_id = list_entry_id(entry, index, warnings)
         if agent_id is not None and first_with_id(
-            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), sink
+            agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
         ):
             out.append((agent_id, index, block))
     return out

@@ -50,7 +50,7 @@ def list_problem(agent_list: list[object]) -> tuple[int, str, str] | None:
     """Why the load-time conversion leaves ``agent_list`` as it is: (index of the first entry it stops at, the path
     to report, the reason), or None when it converts the list (``parseLegacyAgentRoster``: every entry an object,
     every id a non-empty string, already trimmed and canonical, no id twice)."""
-    seen: set[str] = set()
+    first_index: dict[str, int] = {}
     for index, entry in enumerate(agent_list):
         path = f"agents.list[{index}]"
         if not isinstance(entry, dict):
@@ -67,10 +67,9 @@ def list_problem(agent_list: list[object]) -> tuple[int, str, str] | None:
         if normalize_agent_id(raw_id) != raw_id:
             canonical = normalize_agent_id(raw_id)
             return index, f"{path}.id", f"id {show_value(raw_id)} is not canonical (would be {canonical})"
-        if raw_id in seen:
-            first = next(i for i, e in enumerate(agent_list) if isinstance(e, dict) and e.get("id") == raw_id)
+        first = first_index.setdefault(raw_id, index)
+        if first != index:
             return index, f"{path}.id", f"id {show_value(raw_id)} repeats agents.list[{first}]"
-        seen.add(raw_id)
     return None
 
 
