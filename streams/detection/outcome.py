@@ -133,13 +133,14 @@ def _exec_hash(status: str, details: dict[str, Any], text: str) -> str | None:
             }
         )
     if status in _EXEC_APPROVAL:
-        warning = details.get("warningText")
+        # OpenClaw: reason and host `?? null`, but command and warningText `?? ""`.
+        command, warning = details.get("command"), details.get("warningText")
         return digest(
             {
                 "status": status,
                 "reason": _string_or_null(details.get("reason")),
                 "host": _string_or_null(details.get("host")),
-                "command": _string_or_null(details.get("command")),
+                "command": command if type(command) is str else "",
                 "warningText": warning if type(warning) is str else "",
             }
         )

@@ -164,8 +164,10 @@ def test_exec_approval_keeps_five_fields() -> None:
         )
     )
     assert h("exec", res("x", status="approval-unavailable", warningText="w", reason=3)) == digest(
-        {"status": "approval-unavailable", "reason": None, "host": None, "command": None, "warningText": "w"}
+        {"status": "approval-unavailable", "reason": None, "host": None, "command": "", "warningText": "w"}
     )
+    # OpenClaw 2026.7.35 writes a missing command as "" (not null), so it equals an empty one.
+    assert h("exec", res("x", status="approval-pending")) == h("exec", res("x", status="approval-pending", command=""))
 
 
 def test_exec_other_statuses_use_the_default_rule() -> None:

@@ -152,7 +152,7 @@ function execHash(status, details, text) {
       status,
       reason: str(details.reason),
       host: str(details.host),
-      command: str(details.command),
+      command: typeof details.command === "string" ? details.command : "",
       warningText: typeof details.warningText === "string" ? details.warningText : "",
     });
   }
