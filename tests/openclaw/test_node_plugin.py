@@ -1,4 +1,4 @@
-"""Runs the bridge plugin's Node test suite (``node --test deploy/openclaw-plugin/test/``) under pytest.
+"""Runs the bridge plugin's Node test suite (``node --test deploy/openclaw-plugin/test/*.test.mjs``) under pytest.
 
 The Node tests cover the hashing vectors, buffering while the broker is down, the enforcement mapping and the
 hook handlers; ``make test`` runs them through this wrapper.
@@ -12,8 +12,12 @@ from tests.openclaw.conftest import PLUGIN_DIR
 
 
 def test_node_test_suite_passes(node: str) -> None:
+    # The files by name and the TAP reporter by flag: Node 24 refuses a directory here and reports to a pipe
+    # in its "spec" format unless told (Node 20 took both as defaults).
+    files = sorted(str(path.relative_to(PLUGIN_DIR)) for path in (PLUGIN_DIR / "test").glob("*.test.mjs"))
+    assert files
     done = subprocess.run(
-        [node, "--test", "test/"],
+        [node, "--test", "--test-reporter=tap", *files],
         cwd=PLUGIN_DIR,
         capture_output=True,
         text=True,
