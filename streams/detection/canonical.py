@@ -2,7 +2,7 @@
 
 Gateways hash in JavaScript and loopwatch must produce the very same text, so a gateway-computed
 ``args_hash``/``result_hash`` equals ours: numbers print as ``Number.prototype.toString``
-does, object keys sort by UTF-16 code units, lone surrogates are dropped, non-finite numbers become quoted
+does, object keys sort by UTF-16 code units, lone surrogates are escaped, non-finite numbers become quoted
 strings and an absent value prints the bare word ``undefined``. Trimming follows JavaScript too (point 4).
 """
 
@@ -34,17 +34,19 @@ def js_trim(text: str) -> str:
     return text.strip(JS_WHITESPACE)
 
 
-def _drop_lone_surrogates(text: str) -> str:
-    # A high+low pair held as two code points is one character in JavaScript: UTF-16 round-tripping
-    # joins such pairs and drops every unpaired half.
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+def _escape_lone_surrogates(quoted: str) -> str:
+    # A high+low pair held as two code points is one character in JavaScript: UTF-16 round-tripping joins
+    # such pairs. Every unpaired half is then written as JSON.stringify writes it (since ES2019): \udxxx.
+    joined = quoted.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", joined)
 
 
 def _quote(text: str) -> str:
-    """``JSON.stringify`` of a string: only ``"``, ``\\`` and C0 controls are escaped; the rest stays raw."""
+    """``JSON.stringify`` of a string: only ``"``, ``\\``, C0 controls and lone surrogates are escaped."""
+    quoted = encode_basestring(text)
     if not text.isascii() and _SURROGATE.search(text) is not None:
-        text = _drop_lone_surrogates(text)
-    return encode_basestring(text)
+        return _escape_lone_surrogates(quoted)
+    return quoted
 
 
 def _utf16_units(key: str) -> bytes:

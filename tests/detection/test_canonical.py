@@ -89,12 +89,14 @@ def test_strings_are_escaped_like_json_stringify() -> None:
     assert canonical("\x7f é \u2028 😀 /") == '"\x7f é \u2028 😀 /"'  # raw, no \\uXXXX, no escaped slash
 
 
-def test_lone_surrogates_are_removed() -> None:
-    assert canonical("a\ud800b") == '"ab"'
-    assert canonical("\udc00x\udbff") == '"x"'
+def test_lone_surrogates_are_escaped_as_json_stringify_writes_them() -> None:
+    # OpenClaw's stableStringify quotes with JSON.stringify, which writes an unpaired half as \udxxx.
+    assert canonical("a\ud800b") == '"a\\ud800b"'
+    assert canonical("\udc00x\udbff") == '"\\udc00x\\udbff"'
     assert canonical("\ud83d\ude00") == '"😀"'  # a pair held as two code points is one JS character
-    assert canonical({"k\udfff": 1}) == '{"k":1}'
-    assert digest("a\ud800b") == digest("ab")
+    assert canonical({"k\udfff": 1}) == '{"k\\udfff":1}'
+    assert digest("a\ud800b") != digest("ab")
+    assert canonical('é\ud800"') == '"é\\ud800\\""'
 
 
 def test_keys_sort_by_utf16_code_units() -> None:
@@ -143,8 +145,7 @@ def test_js_trim_uses_javascript_whitespace() -> None:
 
 _JS = r"""
 const crypto = require("crypto");
-const lone = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-const q = (s) => JSON.stringify(s.replace(lone, ""));
+const q = (s) => JSON.stringify(s);
 function stable(v) {
   if (v === null) return "null";
   if (typeof v === "number") return Number.isFinite(v) ? String(v) : q(String(v));

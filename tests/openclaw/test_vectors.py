@@ -34,7 +34,7 @@ def test_file_is_ascii_json_and_round_trips_lone_surrogates() -> None:
     data = json.loads(VECTORS.read_text(encoding="ascii"))
     by_name = {v["name"]: v for v in data["canonical"]}
     assert by_name["string 'a\\ud800b'"]["input"] == "a\ud800b"
-    assert by_name["string 'a\\ud800b'"]["canonical"] == '"ab"'
+    assert by_name["string 'a\\ud800b'"]["canonical"] == '"a\\ud800b"'  # as JSON.stringify writes it
     assert by_name["undefined"]["input"] == {"$js": "undefined"}
 
 

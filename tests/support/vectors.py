@@ -226,7 +226,7 @@ _STRUCTURES: Final[list[tuple[str, Any]]] = [
     ("non-ascii key order", {"é": 1, "z": 2}),
     ("integer-like keys sort as strings", {"10": 1, "2": 2, "1": 3, "b": 4}),
     ("lone surrogate key", {"k\udfff": 1}),
-    ("keys colliding after surrogate removal", {"a\ud800": 1, "a": 2}),
+    ("keys differing only by a lone surrogate", {"a\ud800": 1, "a": 2}),
     ("__proto__ key", {"__proto__": {"x": 1}, "a": 0}),
     ("nesting", {"z": [1, {"b": 2.0, "a": [True, None]}], "a": "x"}),
     ("deep", [[[[[{"k": [[[]]]}]]]]]),

@@ -3,7 +3,7 @@
 // Written from the Python core's rules (streams/detection/canonical.py) and checked
 // byte for byte against the Python core with test/vectors.json:
 // - object keys sorted by UTF-16 code units (Array.prototype.sort's default), recursively;
-// - strings JSON-quoted after removing lone surrogates; non-ASCII stays raw;
+// - strings JSON-quoted (lone surrogates as \udxxx escapes); non-ASCII stays raw;
 // - numbers as Number.prototype.toString prints them; non-finite numbers and bigints as quoted strings;
 // - null / undefined as the bare words null / undefined ({a: undefined} differs from {});
 // - Error -> {message, name, stack}; Uint8Array -> {type: "Uint8Array", data: <base64>};
@@ -11,12 +11,8 @@
 
 import { createHash } from "node:crypto";
 
-const HAS_SURROGATE = /[\ud800-\udfff]/;
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-
-/** JSON.stringify of a string without its lone surrogates. */
-export function quote(text) {
-  if (HAS_SURROGATE.test(text)) text = text.replace(LONE_SURROGATE, "");
+/** JSON.stringify of a string (a lone surrogate is written as its \udxxx escape, as OpenClaw hashes it). */
+function quote(text) {
   return JSON.stringify(text);
 }
 
