@@ -8,11 +8,14 @@
 //
 //   npm install --prefix /tmp/oc96 openclaw@2026.9.6 --ignore-scripts
 //   node tests/conformance/generate-openclaw-2026.9.mjs /tmp/oc96/node_modules/openclaw > tests/conformance/openclaw-2026.9.json
+//
+// With a second argument, a JSON file holding an array of scenarios (config, agent_override, events), it prints
+// the expected decisions of each instead (tests/openclaw_e2e/test_detector_parity.py, on random runs).
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const root = process.argv[2];
-if (!root) throw new Error("usage: generate-openclaw-2026.9.mjs <node_modules/openclaw>");
+const [root, given] = process.argv.slice(2);
+if (!root) throw new Error("usage: generate-openclaw-2026.9.mjs <node_modules/openclaw> [scenarios.json]");
 const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version;
 const dist = join(root, "dist");
 
@@ -91,6 +94,12 @@ function run(scenario) {
     }
   });
   return expected;
+}
+
+if (given) {
+  const text = JSON.stringify(JSON.parse(readFileSync(given, "utf8")).map(run));
+  await new Promise((done) => process.stdout.write(text, done)); // all of it, even into a pipe
+  process.exit(0);
 }
 
 // ---- scenario definitions -------------------------------------------------------------------------------

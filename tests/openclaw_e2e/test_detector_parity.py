@@ -8,8 +8,8 @@ runs, so it has no outcome), a warning is published once per bucket of 10 per wa
 through :func:`streams.detection.apply`; every block and warning must agree in kind, detector and count.
 Publication agrees where the resolved warningThreshold is OpenClaw's 10: below it loopwatch publishes a
 warning per bucket of warningThreshold, OpenClaw never surfaces it (docs/semantics.md, deviation 2). The texts
-are loopwatch's own (streams/detection/messages.py). The 2026.9 line's rules are checked against its own functions by
-``tests/conformance/openclaw-2026.9.json`` (generated from the package), so this test runs on the 2026.7 line.
+are loopwatch's own (streams/detection/messages.py). This test runs on the 2026.7 line; the 2026.9 line has
+test_detector_parity_2026_9.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ pytestmark = [
     *E2E_MARKS,
     pytest.mark.skipif(
         tuple(int(p) for p in OPENCLAW_VERSION.split(".")[:2]) >= (2026, 8),
-        reason=f"openclaw@{OPENCLAW_VERSION}: the 2026.9 line is checked by its generated conformance scenarios",
+        reason=f"openclaw@{OPENCLAW_VERSION} is of the 2026.9 line (test_detector_parity_2026_9.py)",
     ),
 ]
 
