@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 import threading
@@ -45,8 +46,42 @@ def _alternate(real: Step, others: list[Step], n: int) -> list[Step]:
     return [real if i % 2 == 0 else others[(i // 2) % len(others)] for i in range(n)]
 
 
+# What the mixed scripts are made of: repeats, failures returned and thrown, drifting output, a missing tool,
+# argument variants failing alike, wrapped pages, and a call OpenClaw answers before its tool wrapper.
+_MIXED_STEPS: list[Step] = [
+    _exec("echo mixed-a"),
+    _exec("echo mixed-b"),
+    _exec("echo mixed-c"),
+    _exec("echo mixed-fail; exit 3"),
+    _exec("echo mixed-drift; date +%s%N"),
+    {"tool": "e2e_browser_open", "args": {"url": "https://example.test/mixed"}},
+    {"tool": "e2e_flaky", "args": {"step": "mixed"}},
+    {"tool": "e2e_fetch", "args": {"url": "https://mirror-0.test/mixed"}},
+    {"tool": "e2e_fetch", "args": {"url": "https://mirror-1.test/mixed"}},
+    {"tool": "e2e_page", "args": {"url": "https://example.test/mixed"}},
+    {"tool": "grep_all", "args": {"q": "mixed"}},
+]
+
+
+def _mixed(seed: int, length: int = 45) -> list[Step]:
+    """A seeded random script: runs of one step and alternations of two, cut at ``length`` calls."""
+    rng = random.Random(seed)
+    steps: list[Step] = []
+    while len(steps) < length:
+        if rng.random() < 0.5:
+            steps += [rng.choice(_MIXED_STEPS)] * rng.randint(2, 22)
+        else:
+            pair = rng.sample(_MIXED_STEPS, 2)
+            steps += [pair[i % 2] for i in range(rng.randint(4, 24))]
+    return steps[:length]
+
+
 def _scripts() -> dict[str, list[Step]]:
     return {
+        # Seeded random mixes (no expectation of their own: every call is compared).
+        "mixed_a": _mixed(1),
+        "mixed_b": _mixed(2),
+        "mixed_c": _mixed(3),
         # 24 identical calls with identical results: warning at the 11th, blocks from the 21st (sticky).
         "generic_repeat": [_exec("echo loop-generic") for _ in range(24)],
         # A,B,A,B...: ping-pong warning at the 10th call, block at the 20th, then the sidestep.

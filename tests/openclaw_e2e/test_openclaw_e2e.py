@@ -106,6 +106,11 @@ FAST_SCENARIOS = {
     "log_progress",
     "unwrapped",
 }
+# Seeded random scripts (fake_model._mixed): no expectation of their own, every call compared. They run as the
+# "fast" agent on the 2026.7 line, so their repeats reach blocks; a 2026.9 gateway may end them.
+MIXED = {"mixed_a", "mixed_b", "mixed_c"}
+COMPARED += [(name, set(), set()) for name in sorted(MIXED)]
+FAST_SCENARIOS |= MIXED
 if GEN9:  # built-in thresholds (warning at the 11th call, block at the 21st); the 22nd, a second critical, ends the run
     COMPARED = [
         # One recovery (#118647): the run's second critical blocks and ends it; its count, 21, includes the
@@ -123,6 +128,7 @@ if GEN9:  # built-in thresholds (warning at the 11th call, block at the 21st); t
         ("poll_progress", set(), {(W, "generic_repeat"), (W, "known_poll_no_progress")}),
         ("unwrapped", {(W, "generic_repeat")}, {(W, "ping_pong"), (B, "ping_pong")}),
         ("quiet", set(), {(W, "generic_repeat"), (B, "generic_repeat")}),
+        *[(name, set(), set()) for name in sorted(MIXED)],
     ]
     FAST_SCENARIOS = set()
 # The text of a 2026.9 veto that ends the run (agent-core's terminal tool-loop intervention).
@@ -559,6 +565,8 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
 
     # Runs a 2026.9 gateway ends at their second critical (it fails them, and writes its own stop message).
     ended_runs = {scenario for scenario, must, _ in COMPARED if any(d == A for d, _ in must)}
+    if GEN9:
+        ended_runs |= MIXED  # whether a mixed run reaches a second critical is the script's chance
     for (scenario, rep), done in runs.items():
         if scenario == "guard":
             assert "PostCompactionLoopPersistedError" in done.stdout + done.stderr, (rep, done)
@@ -599,8 +607,16 @@ def test_loopwatch_verdicts_equal_openclaw_decisions_call_by_call(stack: Stack, 
         made = {(d, det) for call_id in ids for d, det, _ in openclaw.get(call_id, [])}
         assert must <= made, f"{scenario}: OpenClaw made {made}, the scenario needs {must}"
         assert not made & forbidden, f"{scenario}: OpenClaw made {made & forbidden}, the scenario rules them out"
-        if not must:
+        if not must and scenario not in MIXED:
             assert not made, f"{scenario}: OpenClaw decided {made} in a quiet run"
+    mixed = {
+        (d, det)
+        for (s, _), tag in sessions.items()
+        if s in MIXED
+        for c in calls[f"s-{tag}"]
+        for d, det, _ in openclaw.get(c, [])
+    }
+    assert len(mixed) >= 3, f"the mixed scripts reached only {mixed}"
     if GEN9:  # the run-ending critical counts the first block's veto: 20 identical outcomes + 1 veto
         ended = [d for c in calls[f"s-{sessions['generic_repeat', 0]}"] for d in openclaw.get(c, []) if d[0] == A]
         assert ended == [(A, "generic_repeat", 21)], ended
