@@ -14,7 +14,7 @@ from typing import IO
 
 from schemas import Event, SourceRef
 from streams.decode import InvalidEvent, Rejection, accept, decode_event
-from streams.kafka.reader import TopicRecord
+from streams.kafka.reader import TopicRecord, check_kind
 from streams.whatif import IndexedEvent
 
 
@@ -113,17 +113,20 @@ def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], 
 
 def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[IndexedEvent], int]:
     """Accept topic records (already in processing order) as the worker does; index = position, source =
-    partition/offset. Refused records (the worker dead-letters them) are reported on stderr and counted."""
+    partition/offset. Refused records (the worker dead-letters them) are reported on stderr and counted; a topic
+    of which no record is an event is another kind's topic: one error line (``reader.WrongTopic``), as replay."""
     events: list[IndexedEvent] = []
-    bad = 0
+    refused: list[str] = []
     for index, rec in enumerate(records):
         event = accept(rec.key, rec.value)
         if type(event) is Rejection:
-            bad += 1
-            print(event.describe(f"{topic}[{rec.partition}]@{rec.offset}"), file=sys.stderr)
+            refused.append(event.describe(f"{topic}[{rec.partition}]@{rec.offset}"))
             continue
         events.append(IndexedEvent(index, event, (rec.partition, rec.offset)))
-    return events, bad
+    check_kind(topic, "events", len(events), refused)
+    for line in refused:
+        print(line, file=sys.stderr)
+    return events, len(refused)
 
 
 __all__ = [

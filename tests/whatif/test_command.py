@@ -206,3 +206,21 @@ def test_whatif_topic_refuses_what_the_worker_dead_letters(tmp_path: Path, capsy
         "invalid": 1,
         "runs": 1,
     }
+
+
+def test_a_topic_without_one_event_is_named_as_another_kind_s_topic(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``whatif --topic loopwatch.verdicts`` printed one invalid-event line per verdict (and with --skip-invalid
+    reported "0 events"); as replay, it is one line naming where events are."""
+    verdict = {"verdict_id": "v1", "decision": "warning", "run_id": "r1"}
+    served = ListSource(
+        {"loopwatch.verdicts": [TopicRecord(0, i, 0, b"r1", json.dumps(verdict).encode()) for i in range(3)]}
+    )
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    for extra in ((), ("--skip-invalid",)):
+        argv = ("--topic", "loopwatch.verdicts", "--bootstrap", "b:1", "--candidate", str(candidate), *extra)
+        code, out, err = _run(capsys, *argv, records=served)
+        assert (code, out) == (2, ""), err
+        assert err.count("\n") == 1 and "topic loopwatch.verdicts holds no events" in err, err
+        assert "--events-topic" in err
