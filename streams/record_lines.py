@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from schemas import EVENT_TYPES
@@ -44,7 +45,8 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
-def _scope(record: dict[str, Any]) -> str:
+def scope_label(record: Mapping[str, Any]) -> str:
+    """``run=<id>``, or ``session=<id>`` for a run without a run id: how every line names the scope."""
     run = record.get("run_id")
     return f"run={run}" if run else f"session={record.get('session_id')}"
 
@@ -58,7 +60,7 @@ def verdict_line(v: dict[str, Any]) -> str:
     return (
         f"{when(v.get('event_ts'))} {str(v.get('decision', '?')).upper():7} {v.get('detector')} "
         f"{v.get('count')} (threshold {v.get('threshold')}) gw={v.get('gateway_id')} agent={v.get('agent_id')} "
-        f"{_scope(v)} tool={v.get('tool')}{paired}{cost} | {_one_line(v.get('message'))}"
+        f"{scope_label(v)} tool={v.get('tool')}{paired}{cost} | {_one_line(v.get('message'))}"
     )
 
 
@@ -126,7 +128,7 @@ def event_line(e: dict[str, Any]) -> str:
     else:
         outcome = ""
     return (
-        f"{when(e.get('ts'))} EVENT   {kind} gw={e.get('gateway_id')} agent={e.get('agent_id')} {_scope(e)}"
+        f"{when(e.get('ts'))} EVENT   {kind} gw={e.get('gateway_id')} agent={e.get('agent_id')} {scope_label(e)}"
         f"{call}{outcome} event={e.get('event_id')}"
     )
 

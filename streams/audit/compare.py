@@ -10,6 +10,7 @@ import orjson
 
 from streams.kafka import reader
 from streams.kafka.reader import TopicRead
+from streams.record_lines import scope_label
 
 COMPARED_FIELDS: Final = ("decision", "detector", "count", "threshold", "message", "source")
 
@@ -38,7 +39,7 @@ class Difference:
         v = self.replayed if self.replayed is not None else self.recorded
         assert v is not None
         where = _where(v.get("source"))
-        head = f"{self.kind} {self.verdict_id} {v.get('decision')} {v.get('detector')} run={v.get('run_id')} {where}"
+        head = f"{self.kind} {self.verdict_id} {v.get('decision')} {v.get('detector')} {scope_label(v)} {where}"
         if self.kind != "different" or self.replayed is None or self.recorded is None:
             return head
         changes = ", ".join(

@@ -128,6 +128,9 @@ def test_compare_missing_extra_different() -> None:
     assert (result.count("missing"), result.count("extra"), result.count("different")) == (1, 1, 2)
     lines = [d.describe() for d in result.differences]
     assert lines[0] == "missing a warning generic_repeat run=r1 source=t[0]@3"
+    # A run without a run id is named by its session (what --run takes), not as run=None.
+    unnamed = compare.compare_verdicts([_v("s", run_id=None, session_id="gw-1-s1")], []).differences[0]
+    assert unnamed.describe() == "missing s warning generic_repeat session=gw-1-s1 source=t[0]@3"
     assert "count: replay 10 != topic 11" in lines[2]
     doc = result.to_json()
     assert doc["missing"] == 1 and doc["different"] == 2 and not doc["equal"]
