@@ -36,6 +36,7 @@ from streams.cli._args import (
 )
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
+from streams.detection.canonical import JS_WHITESPACE
 from streams.errors import EXIT_FINDINGS, CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
@@ -88,7 +89,12 @@ def register(sub: Any) -> None:
         help="with --compare-verdicts, or --run with --with-state (their config_hash must be this replay's): the "
         f"verdicts topic (default {VERDICTS_TOPIC})",
     )
-    p.add_argument("--run", metavar="RUN_ID", help="explain one run (run id or scope key) instead of listing")
+    p.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        type=_scope_arg,
+        help="explain one run (run id or scope key; trimmed as run ids are) instead of listing",
+    )
     p.add_argument("--json", action="store_true", help="JSON output for --compare-verdicts and --run")
     p.add_argument("--config", type=Path, help="OpenClaw config file (JSON5) with tools.loopDetection")
     p.add_argument("--all", action="store_true", help="also print decisions that are not published")
@@ -149,6 +155,14 @@ def _state_topic(args: argparse.Namespace) -> str:
     return str(args.state_topic or changelog_topic(group))
 
 
+def _scope_arg(text: str) -> str:
+    """A ``--run`` value as the scope key rule reads run ids: trimmed (JavaScript whitespace); blank is refused."""
+    trimmed = text.strip(JS_WHITESPACE)
+    if not trimmed:
+        raise argparse.ArgumentTypeError("must name a run (a run id or a session id), not be blank")
+    return trimmed
+
+
 #: Flags that act only with another (that flag, then them), and flags that exclude each other (with why): given
 #: otherwise they are refused, never silently ignored.
 _NEEDS: tuple[tuple[tuple[str, str], tuple[tuple[str, str], ...]], ...] = (
@@ -170,9 +184,8 @@ def run(args: argparse.Namespace) -> int:
     for needs, flags in _NEEDS:
         refuse_without(args, needs, flags, "replay")
     if not _reads_verdicts(args):  # --run --with-state reads the verdicts too, for their config_hash
-        refuse_without(
-            args, ("--compare-verdicts", "compare_verdicts"), (("--verdicts-topic", "verdicts_topic"),), "replay"
-        )
+        needs = ("--compare-verdicts (or --run with --with-state)", "compare_verdicts")
+        refuse_without(args, needs, (("--verdicts-topic", "verdicts_topic"),), "replay")
     for pair, why in _EXCLUSIVE:
         refuse_together(args, pair, why, "replay")
     config = load_config(args.config, args, "replay")
