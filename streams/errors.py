@@ -8,6 +8,7 @@ it, so the format lives here only.
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 from typing import Final
@@ -107,7 +108,9 @@ def file_reason(exc: OSError, path: Path, *, writing: bool = False) -> str:
         if writing and not path.exists():
             return f"{words}; {folder} must be writable"
         return f"{words}; the file must be {'writable' if writing else 'readable'}"
-    return words
+    if exc.errno == errno.ENOSPC:
+        return f"{words}; free space there, or give a path on another device"
+    return f"{words}; give another path" if writing else words  # a reader's caller says where to find one
 
 
 def exit_code_table() -> str:

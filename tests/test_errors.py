@@ -70,4 +70,12 @@ def test_file_reason_says_what_to_do_about_permissions(tmp_path: Path) -> None:
     )
     assert file_reason(denied, tmp_path / "there.html", writing=True) == "Permission denied; the file must be writable"
     assert file_reason(denied, tmp_path / "there.html") == "Permission denied; the file must be readable"
-    assert file_reason(OSError(errno.ENOSPC, "No space left on device"), tmp_path / "x") == "No space left on device"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert (
+        file_reason(full, tmp_path / "x")
+        == "No space left on device; free space there, or give a path on another device"
+    )
+    # Any other failure to write says what to do too (whatif --html /dev/full said only the system's words).
+    assert file_reason(OSError(errno.EIO, "Input/output error"), tmp_path / "x", writing=True) == (
+        "Input/output error; give another path"
+    )

@@ -233,7 +233,11 @@ async def read_partitions(
         for bound in (start, end):
             missing = unknown_partitions(bound, partitions)
             if missing:
-                raise RuntimeError(f"topic has no partition {missing[0]} (it has {len(partitions)})")
+                count = len(partitions)
+                raise RuntimeError(
+                    f"topic has no partition {missing[0]} (it has {count}, 0..{count - 1}); "
+                    "name partitions of the topic in --from/--to"
+                )
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         ends_tp = await end_offsets(bootstrap, [(topic, tp.partition) for tp in tps], timeout=timeout, **auth)
         ends = {tp.partition: ends_tp.get(tp, 0) for tp in tps}

@@ -248,9 +248,9 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise KafkaSecurityError(f"cannot read Kafka client config {str(path)!r}: {exc.strerror}") from None
+        raise KafkaSecurityError(f"cannot read the Kafka client config ({path}): {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise KafkaSecurityError(f"Kafka client config {str(path)!r} is not UTF-8 text") from None
+        raise KafkaSecurityError(f"cannot read the Kafka client config ({path}): it is not UTF-8 text") from None
     found: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -64,6 +64,14 @@ def encode(
     return packed
 
 
+def _not_stored(raw: bytes) -> str:
+    """Why ``raw`` is no envelope, in the operator's terms (msgpack's own words, "unpack(b) received extra data",
+    named nothing they could act on): a JSON record is what another topic holds."""
+    if raw[:1] in (b"{", b"["):
+        return "not a stored run (a JSON record, as events and verdicts are)"
+    return "not a stored run (not loopwatch's stored-run envelope)"
+
+
 def decode(raw: bytes) -> StoredRun:
     """Inverse of :func:`encode`; raises :class:`EnvelopeError` on anything else."""
     try:
@@ -71,8 +79,8 @@ def decode(raw: bytes) -> StoredRun:
         version, partition, last_offset, last_seen_ms, primitive, *rest = obj
         if len(rest) > 1:
             raise ValueError("too many fields")
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise EnvelopeError(f"not a stored run ({str(exc).rstrip('.')})") from None
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise EnvelopeError(_not_stored(raw)) from None
     if version != FORMAT:
         raise EnvelopeError(f"unsupported stored-run format {version!r}")
     if not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
@@ -96,8 +104,8 @@ def peek(raw: bytes) -> Header:
         if unpacker.read_array_header() not in _FIELDS:
             raise EnvelopeError("not a stored run")
         version, partition, last_offset, last_seen_ms = (unpacker.unpack() for _ in range(4))
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise EnvelopeError(f"not a stored run ({str(exc).rstrip('.')})") from None
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise EnvelopeError(_not_stored(raw)) from None
     if version != FORMAT or not all(type(v) is int for v in (partition, last_offset, last_seen_ms)):
         raise EnvelopeError("unsupported stored-run header")
     return Header(partition, last_offset, last_seen_ms)

@@ -115,5 +115,10 @@ def test_topic_replay_compares_with_worker_verdicts(broker: Any, tmp_path: Path)
         assert "-> BLOCK generic_repeat: count 20 >= threshold 20" in explained.stdout
         as_json = json.loads(_cli(*base, "--compare-verdicts", "--verdicts-topic", copy, "--json").stdout)
         assert [d["verdict_id"] for d in as_json["differences"]] == [dropped]
+        # a partition the topic does not have: one line saying which it has and where to fix it
+        nowhere = _cli(*base, "--from", f"{names.partitions + 5}:0")
+        assert (nowhere.returncode, nowhere.stdout, nowhere.stderr.count("\n")) == (2, "", 1), nowhere.stderr
+        last = names.partitions - 1
+        assert f"(it has {names.partitions}, 0..{last}); name partitions of the topic in --from/--to" in nowhere.stderr
     finally:
         worker.stop()

@@ -124,6 +124,17 @@ def test_unknown_security_property_is_refused(tmp_path: Path) -> None:
     assert SECRET not in str(info.value)
 
 
+def test_an_unreadable_client_config_is_named_as_every_file_is(tmp_path: Path) -> None:
+    """The path in parentheses, as the CLI's other file errors write it (it was in quotes)."""
+    missing = tmp_path / "missing.properties"
+    with pytest.raises(KafkaSecurityError) as info:
+        load_properties(missing)
+    assert str(info.value) == f"cannot read the Kafka client config ({missing}): No such file or directory"
+    missing.write_bytes(b"\xff\xfe")
+    with pytest.raises(KafkaSecurityError, match=r"\(.*missing\.properties\): it is not UTF-8 text$"):
+        load_properties(missing)
+
+
 def test_precedence_flag_over_env_over_file(tmp_path: Path, pki: Pki) -> None:
     path = tmp_path / "client.properties"
     path.write_text(

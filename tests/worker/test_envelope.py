@@ -61,6 +61,18 @@ def test_foreign_values_are_rejected(raw: bytes) -> None:
         envelope.decode(raw)
 
 
+def test_a_json_record_is_named_as_what_it_is() -> None:
+    """``replay --with-state --state-topic loopwatch.events`` said "not a stored run (unpack(b) received extra
+    data)": msgpack's words. An event read as a stored run is named as a JSON record, by decode and peek alike."""
+    event = b'{"type":"tool_call","event_id":"e1"}'
+    for read in (envelope.decode, envelope.peek):
+        with pytest.raises(EnvelopeError, match=r"^not a stored run \(a JSON record, as events and verdicts are\)$"):
+            read(event)
+    with pytest.raises(EnvelopeError) as raised:
+        envelope.decode(b"\xc1")
+    assert str(raised.value) == "not a stored run (not loopwatch's stored-run envelope)"  # not msgpack's words
+
+
 @pytest.mark.parametrize("raw", [b"", b"\xc1", msgpack.packb([1, 2]), msgpack.packb([2, 0, 0, 0, []])])
 def test_peek_rejects_foreign_values(raw: bytes) -> None:
     with pytest.raises(EnvelopeError):
