@@ -82,20 +82,45 @@ def load_profile_choice(path: str | os.PathLike[str]) -> ProfileChoice:
     return ProfileChoice(default, maps["gateways"], maps["agents"], table)
 
 
-def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfileFlag:
+    """A flag of the profile choice (worker and replay), as its ``--help`` and docs/operating.md's table show it."""
+
+    flag: str
+    env: str
+    kind: str
+    default: str
+    help: str
+
+
+PROFILE_FLAGS: tuple[ProfileFlag, ...] = (
+    ProfileFlag(
         "--profiles",
-        type=Path,
-        default=os.environ.get("LOOPWATCH_PROFILES") or None,
-        help="profiles file (JSON5): per-gateway/agent semantics profile overrides, version table "
-        "(env LOOPWATCH_PROFILES)",
+        "LOOPWATCH_PROFILES",
+        "path",
+        "none",
+        "profiles file (JSON5): per-gateway/agent semantics profile overrides, version table",
+    ),
+    ProfileFlag(
+        "--default-profile",
+        "LOOPWATCH_DEFAULT_PROFILE",
+        "/".join(PROFILES),
+        DEFAULT_PROFILE,
+        "profile for events without an OpenClaw version",
+    ),
+)
+
+
+def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    files, default = PROFILE_FLAGS
+    parser.add_argument(
+        files.flag, type=Path, default=os.environ.get(files.env) or None, help=f"{files.help} (env {files.env})"
     )
     parser.add_argument(
-        "--default-profile",
+        default.flag,
         choices=PROFILES,
-        default=os.environ.get("LOOPWATCH_DEFAULT_PROFILE") or None,
-        help=f"profile for events without an OpenClaw version (default {DEFAULT_PROFILE}; "
-        "env LOOPWATCH_DEFAULT_PROFILE)",
+        default=os.environ.get(default.env) or None,
+        help=f"{default.help} (default {default.default}; env {default.env})",
     )
 
 

@@ -346,12 +346,16 @@ def option_of(field: str) -> Option | None:
 
 
 def markdown_table() -> str:
-    """The table of worker flags in docs/operating.md (a test checks that the file has exactly this)."""
+    """The table of worker flags in docs/operating.md (a test checks that the file has exactly this): the
+    worker's own options, then the profile choice it shares with replay."""
+    from streams.profile_choice import PROFILE_FLAGS
+
     lines = ["| flag | environment | type | default | what it sets |", "|---|---|---|---|---|"]
     for option in OPTIONS:
         kind = "/".join(option.choices) if option.choices else option.type_name
         kind += f" (or {'/'.join(option.aliases)})" if option.aliases else ""
         lines.append(f"| `{option.flag}` | `{option.env}` | {kind} | {option.shown_default()} | {option.help} |")
+    lines += [f"| `{f.flag}` | `{f.env}` | {f.kind} | {f.default} | {f.help} |" for f in PROFILE_FLAGS]
     return "\n".join(lines)
 
 
