@@ -144,3 +144,16 @@ def test_a_failed_make_run_keeps_its_logs_and_says_where(tmp_path: Path) -> None
     assert failure in (kept / "worker.log").read_text()
     started = [int(pid) for _, pid in STARTED.findall(text)]
     assert len(started) == 1 and not alive(started[0])
+
+
+def test_the_loop_cost_doc_writes_the_demo_s_own_config() -> None:
+    """docs/loop-cost.md ran ``whatif --config demo.json5`` with no such file anywhere; it now writes it, and it
+    must stay the config ``make run`` gives its worker."""
+    from streams.config_file import LoadedConfig, parse_json5
+    from streams.demo import DEMO_CONFIG
+
+    doc = (REPO_ROOT / "docs" / "loop-cost.md").read_text(encoding="utf-8")
+    found = re.search(r"cat > demo\.json5 <<'EOF'\n(.*?)\nEOF\n", doc, re.S)
+    assert found is not None
+    written = LoadedConfig.from_document(parse_json5(found.group(1))).resolved()
+    assert written == LoadedConfig.from_document(parse_json5(DEMO_CONFIG)).resolved()
