@@ -175,6 +175,10 @@ _EXCLUSIVE: tuple[tuple[tuple[tuple[str, str], tuple[str, str]], str], ...] = (
         "--run explains one run, --compare-verdicts checks the whole range",
     ),
     ((("--run", "run"), ("--all", "all")), "--run shows every decision of its run already"),
+    (
+        (("--compare-verdicts", "compare_verdicts"), ("--all", "all")),
+        "--compare-verdicts compares published verdicts only, --all adds decisions never published",
+    ),
 )
 
 

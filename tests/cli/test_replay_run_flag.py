@@ -36,3 +36,10 @@ def test_verdicts_topic_names_both_flags_it_acts_with(empty: Path) -> None:
     assert (refused.code, refused.out) == (2, "")
     assert "does nothing without --compare-verdicts (or --run with --with-state)" in refused.err
     assert refused.err.count("\n") == 1
+
+
+def test_compare_verdicts_refuses_all_which_it_would_ignore(empty: Path) -> None:
+    """Only published verdicts are compared: --all changed nothing, silently, as --run --all is refused for."""
+    refused = lw(empty, "replay", "--topic", "loopwatch.events", "--compare-verdicts", "--all")
+    assert (refused.code, refused.out) == (2, "")
+    assert "--compare-verdicts and --all given together" in refused.err and refused.err.count("\n") == 1
