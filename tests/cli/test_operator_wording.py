@@ -211,8 +211,8 @@ def test_replay_and_whatif_read_a_topic_from_the_bootstrap_variable(empty: Path)
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["--verdicts-topic", "v"], "--verdicts-topic does nothing without --compare-verdicts: add --compare-verdicts, "
-         "or leave it out"),
+        (["--verdicts-topic", "v"], "--verdicts-topic does nothing without --compare-verdicts (or --run with "
+         "--with-state): add --compare-verdicts (or --run with --with-state), or leave it out"),
         (["--group", "g", "--state-topic", "s"], "--group and --state-topic do nothing without --with-state: add "
          "--with-state, or leave them out"),
         (["--with-state", "--group", "g", "--state-topic", "s"], "--group and --state-topic given together: each "
@@ -220,6 +220,8 @@ def test_replay_and_whatif_read_a_topic_from_the_bootstrap_variable(empty: Path)
         (["--run", "r", "--compare-verdicts"], "--run and --compare-verdicts given together: --run explains one run, "
          "--compare-verdicts checks the whole range"),
         (["--run", "r", "--all"], "--run and --all given together: --run shows every decision of its run already"),
+        (["--compare-verdicts", "--all"], "--compare-verdicts and --all given together: --compare-verdicts compares "
+         "published verdicts only, --all adds decisions never published"),
     ],
 )  # fmt: skip
 def test_replay_refuses_flags_that_would_do_nothing(empty: Path, flags: list[str], line: str) -> None:

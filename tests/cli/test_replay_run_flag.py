@@ -1,4 +1,5 @@
-"""``replay --run`` and ``--verdicts-topic`` as an operator types them, through the real ``loopwatch`` executable."""
+"""``replay --run`` as an operator types it, through the real ``loopwatch`` executable (the refusals of flags that
+would do nothing are in test_operator_wording.py)."""
 
 from __future__ import annotations
 
@@ -28,18 +29,3 @@ def test_a_blank_run_id_is_a_bad_value(empty: Path) -> None:
     blank = lw(empty, "replay", "--events", "w.jsonl", "--run", "   ")
     assert (blank.code, blank.out) == (2, "")
     assert blank.err.count("\n") == 1 and "not be blank (--run)" in blank.err
-
-
-def test_verdicts_topic_names_both_flags_it_acts_with(empty: Path) -> None:
-    """The refusal said it does nothing without --compare-verdicts; it also acts with --run and --with-state."""
-    refused = lw(empty, "replay", "--topic", "loopwatch.events", "--verdicts-topic", "v")
-    assert (refused.code, refused.out) == (2, "")
-    assert "does nothing without --compare-verdicts (or --run with --with-state)" in refused.err
-    assert refused.err.count("\n") == 1
-
-
-def test_compare_verdicts_refuses_all_which_it_would_ignore(empty: Path) -> None:
-    """Only published verdicts are compared: --all changed nothing, silently, as --run --all is refused for."""
-    refused = lw(empty, "replay", "--topic", "loopwatch.events", "--compare-verdicts", "--all")
-    assert (refused.code, refused.out) == (2, "")
-    assert "--compare-verdicts and --all given together" in refused.err and refused.err.count("\n") == 1
