@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import errno
 import importlib
 import io
 import logging
@@ -17,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 from streams.cli._args import refuse_empty_paths
 from streams.cli._signals import sigterm_raises
@@ -46,34 +48,79 @@ DESCRIPTION = (
 )
 
 
+class _Held(Exception):
+    """An error argparse found while :class:`Parser` holds its errors back (see ``parse_known_args``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@contextlib.contextmanager
+def _nothing_required(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """For a moment, no argument or group of ``parser`` is required (argparse's own trick for intermixed parsing)."""
+    required: list[argparse.Action | argparse._MutuallyExclusiveGroup] = [
+        *(action for action in parser._actions if action.required),
+        *(group for group in parser._mutually_exclusive_groups if group.required),
+    ]
+    for item in required:
+        item.required = False
+    try:
+        yield
+    finally:
+        for item in required:
+            item.required = True
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with loopwatch's one-line errors: ``loopwatch <command>: <problem> (<flag>): see … --help``."""
+    """argparse with loopwatch's one-line errors: ``loopwatch <command>: <problem> (<flag>): see … --help``.
+
+    Every parser of the command line is one (sub-commands too: argparse makes them of the parser's class), so the
+    rules below hold for all of them, here only."""
+
+    _holding = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations: ``replay --event f`` was taken for --events, ``simulate --gate 2`` for --gateways,
+        # silently; a flag added later could make a prefix that scripts rely on ambiguous.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """An unknown option is named before a missing command (argparse said ``loopwatch --bogus`` lacked a
-        command), and by the parser that did not know it: ``loopwatch worker --bogus`` points to the worker's
-        ``--help``, not to ``loopwatch --help``."""
-        commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction) and a.required]
-        for action in commands:
-            action.required = False
+        """An unknown option is named before anything missing (argparse checks what is required first: it said
+        ``loopwatch --bogus`` lacked a command, ``loopwatch replay --bogus`` lacked --events or --topic), and by the
+        parser that did not know it: ``loopwatch worker --bogus`` points to the worker's ``--help``, not to
+        ``loopwatch --help``.
+
+        On an error, the arguments are parsed again with nothing required, only to look for an unknown option;
+        an error that is not about something missing comes back the same the second time, and is printed then."""
+        argv = list(sys.argv[1:] if args is None else args)
         try:
-            parsed, extras = super().parse_known_args(args, namespace)
-        finally:
-            for action in commands:
-                action.required = True
+            self._holding = True
+            try:
+                parsed, extras = super().parse_known_args(argv, namespace)
+            finally:
+                self._holding = False
+        except _Held as held:
+            with _nothing_required(self):
+                _, extras = super().parse_known_args(argv, copy.copy(namespace))
+            self._refuse_extras(extras)
+            self.error(held.message)
+        self._refuse_extras(extras)
+        return parsed, extras
+
+    def _refuse_extras(self, extras: list[str]) -> None:
         if extras:
             first = extras[0]
             if first.startswith("-") and first != "-":
                 self.error(f"unrecognized option {first.split('=', 1)[0]}")
             self.error(f"unexpected argument {first!r}")
-        missing = [str(a.metavar or a.dest) for a in commands if getattr(parsed, a.dest, None) is None]
-        if missing:
-            self.error(f"the following arguments are required: {', '.join(missing)}")
-        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
+        if self._holding:
+            raise _Held(message)
         match = re.fullmatch(r"argument ([^:]+): (.*)", message, flags=re.DOTALL)
         what, where = (match.group(2), match.group(1)) if match else (message, None)
         error = CommandError(what, where, f"see '{self.prog} --help'")
@@ -117,14 +164,27 @@ class StdoutGone(BrokenPipeError):
     """The reader of stdout went away (``loopwatch ... | head``)."""
 
 
+#: Why stdout cannot be written when the shell closed it (``>&-``), and what to do.
+STDOUT_CLOSED: Final = "standard output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)"
+
+
 class _GuardedStdout(io.RawIOBase):
     """File descriptor 1 whose write errors say that they are stdout's, so that ``main`` can tell them apart from
-    any other ``OSError`` (a socket, an output file) and report them once for every command."""
+    any other ``OSError`` (a socket, an output file) and report them once for every command.
 
-    def __init__(self, fd: int) -> None:
+    ``fd`` None stands for a stdout the shell closed: Python then leaves ``sys.stdout`` None, and each command's
+    first write was an ``AttributeError`` traceback; here it is a write error like any other."""
+
+    def __init__(self, fd: int | None) -> None:
         super().__init__()
         self._fd = fd
+        self._dropped = False
         self.failure: OSError | None = None  # the first write error, also when a library swallowed it
+
+    def drop(self) -> None:
+        """Discard what is still buffered and written later: the failure was reported once, and a second one
+        (the text wrapper's flush when it is closed) would be printed as "Exception ignored"."""
+        self._dropped = True
 
     def check(self) -> None:
         """Raise the write error that happened, if any: argparse, for one, ignores its own (--help > /dev/full)."""
@@ -135,15 +195,21 @@ class _GuardedStdout(io.RawIOBase):
         return True
 
     def fileno(self) -> int:
+        if self._fd is None:
+            raise io.UnsupportedOperation("standard output is closed")
         return self._fd
 
     def isatty(self) -> bool:
-        return os.isatty(self._fd)
+        return self._fd is not None and os.isatty(self._fd)
 
     def write(self, data: Any) -> int | None:
         view = memoryview(data).cast("B")
+        if self._dropped:
+            return len(view)
         written = 0
         try:
+            if self._fd is None:
+                raise OSError(errno.EBADF, STDOUT_CLOSED)
             while written < len(view):  # all of it: unbuffered (python -u), nothing above retries a short write
                 written += os.write(self._fd, view[written:])
             return written
@@ -156,14 +222,18 @@ class _GuardedStdout(io.RawIOBase):
         raise self.failure
 
 
-def _guard_stdout() -> tuple[TextIO, _GuardedStdout] | None:
+def _guard_stdout() -> tuple[TextIO | None, _GuardedStdout] | None:
     """Route ``sys.stdout`` (text and ``.buffer``) through :class:`_GuardedStdout`; returns the stream it replaced
     and the guard.
 
     Only the process's own stdout is guarded: a caller that replaced ``sys.stdout`` (a test capturing output, the
-    demo) keeps its stream."""
+    demo) keeps its stream. A closed stdout (None) gets a guard whose every write fails."""
     out = sys.stdout
-    if out is None or out is not sys.__stdout__ or not isinstance(out, io.TextIOWrapper):
+    if out is None:
+        raw = _GuardedStdout(None)
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="\n")
+        return None, raw
+    if out is not sys.__stdout__ or not isinstance(out, io.TextIOWrapper):
         return None
     try:
         fd = out.fileno()
@@ -182,17 +252,27 @@ def _guard_stdout() -> tuple[TextIO, _GuardedStdout] | None:
     return out, raw
 
 
-def _drop_stdout() -> None:
+def _drop_stdout(guard: tuple[TextIO | None, _GuardedStdout] | None) -> None:
     """Point fd 1 at /dev/null so that what is still buffered (and the interpreter's flush at exit) goes nowhere
     instead of failing a second time (which Python reports with a traceback and status 120)."""
+    if guard is not None:
+        guard[1].drop()
     with contextlib.suppress(OSError, ValueError):
+        fd = sys.stdout.fileno()  # first: a closed stdout has none, and nothing is opened for it
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, fd)
         os.close(devnull)
         sys.stdout.flush()
 
 
-def _unguard_stdout(guard: tuple[TextIO, _GuardedStdout] | None) -> None:
+def _open_stderr() -> None:
+    """Give a closed stderr (``2>&-``; Python leaves ``sys.stderr`` None) a sink: ``print(file=sys.stderr)`` with
+    None writes to stdout, which mixed the error line into the output. The exit status still says what failed."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's stderr, for its life
+
+
+def _unguard_stdout(guard: tuple[TextIO | None, _GuardedStdout] | None) -> None:
     if guard is None:
         return
     guarded, sys.stdout = sys.stdout, guard[0]
@@ -204,9 +284,9 @@ def _unguard_stdout(guard: tuple[TextIO, _GuardedStdout] | None) -> None:
                 below.detach()
 
 
-def _stdout_failure(command: str, exc: OSError) -> int:
+def _stdout_failure(command: str, exc: OSError, guard: tuple[TextIO | None, _GuardedStdout] | None) -> int:
     """The output could not be written: one line, the status of an output file that cannot be written."""
-    _drop_stdout()
+    _drop_stdout(guard)
     name = f" {command}" if command else ""
     error = CommandError("cannot write the output", "stdout", exc.strerror or str(exc))
     print(f"loopwatch{name}: {error.text()}", file=sys.stderr, flush=True)
@@ -270,6 +350,7 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
     with 141 (as a shell reports a filter stopped by SIGPIPE, so ``set -o pipefail`` scripts see it), any other
     write error (a full disk) is one line and status 2, as for an output file given with ``--out``/``--html``.
     """
+    _open_stderr()
     guard = _guard_stdout()
     command = ""
     try:
@@ -287,10 +368,10 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
             guard[1].check()
         return code
     except BrokenPipeError:
-        _drop_stdout()
+        _drop_stdout(guard)
         return EXIT_BROKEN_PIPE
     except StdoutFailed as exc:
-        return _stdout_failure(command, exc)
+        return _stdout_failure(command, exc, guard)
     finally:
         _unguard_stdout(guard)
 

@@ -129,11 +129,15 @@ def refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
 _NO_EVENTS_FILE: Final = (
     "check the path, or give '-' to read stdin ('loopwatch simulate --out FILE' writes sample events)"
 )
+#: What to do about '-' when there is no stdin to read.
+_STDIN_CLOSED: Final = "standard input is closed; pipe or redirect the events into it (< FILE), or give the file's path"
 
 
 def open_events(path: Path) -> IO[bytes]:
     """The events file of replay, whatif and publish (stdin for ``-``), or the one error line saying why not."""
     if str(path) == "-":
+        if sys.stdin is None:  # the shell closed it (<&-): Python leaves None, and reading was a traceback
+            raise CommandError("cannot read the events file", "stdin", _STDIN_CLOSED)
         return sys.stdin.buffer
     try:
         return path.open("rb")
