@@ -2,19 +2,45 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
+
+
+def _asyncio_sigint() -> Callable[[int, FrameType | None], Any] | None:
+    """The SIGINT handler of the ``asyncio.run`` running now in this thread, if any: it cancels the main task,
+    which then stops its clients in order, and raises ``KeyboardInterrupt`` once that task has ended."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler) or handler is signal.default_int_handler:
+        return None  # no runner handler (SIGINT ignored: a script's background job): raise as before
+    return handler
 
 
 @contextlib.contextmanager
 def sigterm_raises(exc: type[BaseException]) -> Iterator[None]:
     """Raise ``exc`` on SIGTERM inside the block, then put the previous handler back. Outside the main thread
-    (a command run in-process) signals are not ours to handle, and nothing is installed."""
+    (a command run in-process) signals are not ours to handle, and nothing is installed.
+
+    Inside ``asyncio.run`` SIGTERM does what Ctrl-C does there: an exception raised in the handler broke out of
+    the event loop, which then cancelled every task at once, aiokafka's sender among them, so that the producer's
+    stop left its ``MessageAccumulator.close()`` pending ("Task was destroyed but it is pending!"). The
+    ``KeyboardInterrupt`` the runner raises at the end becomes ``exc``."""
+    terminated = False
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise exc
+        nonlocal terminated
+        terminated = True
+        sigint = _asyncio_sigint()
+        if sigint is None:
+            raise exc
+        sigint(signal.SIGINT, frame)
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)
@@ -23,5 +49,9 @@ def sigterm_raises(exc: type[BaseException]) -> Iterator[None]:
         return
     try:
         yield
+    except KeyboardInterrupt:
+        if terminated and not issubclass(exc, KeyboardInterrupt):
+            raise exc from None
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
