@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from streams.detection.config import (
     ConfigWarning,
-    entry_loop_block,
+    config_root,
+    loop_block,
     normalize_agent_id,
     only_read_by,
 )
@@ -28,7 +28,7 @@ from streams.detection.gen9_roster import (
     list_warning,
     refused,
 )
-from streams.detection.types import PROFILE_2026_7, LoopConfig
+from streams.detection.types import MISSING, PROFILE_2026_7, LoopConfig
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -36,15 +36,16 @@ _INDEX = re.compile(r"\[(\d+)\]")
 class Config2026_9:
     """Every agent's resolved 2026.9 config from one parsed OpenClaw config document, plus its warnings."""
 
-    def __init__(self, document: object = None) -> None:
+    def __init__(self, document: object = MISSING) -> None:
         warnings: list[ConfigWarning] = []
-        doc: dict[Any, Any] = document if isinstance(document, dict) else {}
-        tools = doc.get("tools")
-        self.global_block: object = tools.get("loopDetection") if isinstance(tools, dict) else None
+        # The top level, tools and tools.loopDetection are looked up as under 2026.7 (one rule, in
+        # streams.detection.config); what that reader ignores, the 2026.9 schema refuses (null included).
+        doc = config_root({} if document is MISSING else document, warnings, refused)
+        self.global_block: object = loop_block(doc, "", warnings, refused)
         self.default_config, global_warnings = resolve_loop_config(self.global_block, None)
         warnings.extend(global_warnings)
         self._by_id: dict[str, LoopConfig] = {}
-        for agent_id, path, block in _agent_blocks(doc.get("agents"), warnings):
+        for agent_id, path, block in _agent_blocks(doc.get("agents", MISSING), warnings):
             if agent_id in self._by_id:
                 continue
             config, agent_warnings = resolve_loop_config(self.global_block, block, agent_path=path)
@@ -114,17 +115,15 @@ def document_position(document: object, path: str) -> tuple[int, ...]:
     return tuple(position)
 
 
-#: A ``tools`` that is not an object, under 2026.9: its agent entry schema refuses it (zod-schema.agent-runtime-*.mjs).
-TOOLS_REFUSED = refused("not an object")
-
-
 def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[str, str, object]]:
     """(normalised id, path, raw loopDetection block) of the first entry of each agent id, in file order. The
     per-agent lookup (agent-scope-config-*.mjs in 2026.9.6) reads ``agents.entries`` when it is set, else
     ``agents.list`` (which the load converts to entries when it can, :mod:`streams.detection.gen9_roster`); in
     either the first entry whose normalised id matches wins. Where the 2026.9 schema refuses the roster (the
-    gateway does not start) this says so and keeps the best-effort reading (a blank key or id is ``main``)."""
-    if agents is None:
+    gateway does not start) this says so and keeps the best-effort reading (a blank key or id is ``main``). A
+    section set to null is refused like any other non-object: the schema's optional keys may be left out, not null.
+    """
+    if agents is MISSING:
         return []
     if not isinstance(agents, dict):
         warnings.append(ConfigWarning("agents", refused("not an object"), None))
@@ -132,8 +131,8 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
     out: list[tuple[str, str, object]] = []
     seen: set[str] = set()
     ownership = agents.get("ownership")
-    entries = agents.get("entries")
-    if entries is not None:
+    entries = agents.get("entries", MISSING)
+    if entries is not MISSING:
         if not isinstance(entries, dict):
             warnings.append(ConfigWarning("agents.entries", refused("not an object"), None))
             return []
@@ -150,11 +149,11 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
             if not isinstance(entry, dict) or agent_id in seen:
                 continue  # reported by entries_warnings; the first entry of an id is the one read
             seen.add(agent_id)
-            block = entry_loop_block(entry, entry_path, warnings, TOOLS_REFUSED)
+            block = loop_block(entry, entry_path, warnings, refused)
             out.append((agent_id, f"{entry_path}.tools.loopDetection", block))
         return out
-    agent_list = agents.get("list")
-    if agent_list is None:
+    agent_list = agents.get("list", MISSING)
+    if agent_list is MISSING:
         return out
     if not isinstance(agent_list, list):
         warnings.append(ConfigWarning("agents.list", refused("not an array"), None))
@@ -169,7 +168,5 @@ def _agent_blocks(agents: object, warnings: list[ConfigWarning]) -> list[tuple[s
     for index, (entry, doctor_id) in enumerate(zip(agent_list, doctor_ids(agent_list), strict=True)):
         if isinstance(entry, dict) and doctor_id is not None:
             path = f"agents.list[{index}]"
-            out.append(
-                (doctor_id, f"{path}.tools.loopDetection", entry_loop_block(entry, path, warnings, TOOLS_REFUSED))
-            )
+            out.append((doctor_id, f"{path}.tools.loopDetection", loop_block(entry, path, warnings, refused)))
     return out

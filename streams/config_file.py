@@ -13,9 +13,13 @@ import json
 import math
 import os
 import re
+import sys
+import threading
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import json5
 
@@ -24,14 +28,17 @@ from streams.detection.config import (
     DEFAULT_AGENT_ID,
     GLOBAL_BLOCK_PATH,
     ConfigWarning,
+    config_root,
     listed_agents,
+    loop_block,
     loop_config_to_dict,
     normalize_agent_id,
     only_read_by,
     resolve_loop_config,
+    show_number,
 )
 from streams.detection.profiles import ProfileChoice
-from streams.detection.types import PROFILE_2026_9, LoopConfig
+from streams.detection.types import MISSING, PROFILE_2026_9, LoopConfig
 from streams.errors import CommandError
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
@@ -74,7 +81,8 @@ def js_numbers(document: object, warnings: list[ConfigWarning], path: str = "") 
 
 class ConfigFileError(Exception):
     """The config file cannot be read or parsed. ``line``/``column`` are 1-based when known; ``syntax`` when the
-    text is not JSON5 (then the operator needs to be told what the file must be, not only where it fails)."""
+    text is not JSON5 (then the operator needs to be told what the file must be, not only where it fails); ``fix``
+    what to do when it is neither a wrong path nor bad JSON5 (a file nested deeper than loopwatch reads)."""
 
     def __init__(
         self,
@@ -84,12 +92,14 @@ class ConfigFileError(Exception):
         column: int | None = None,
         *,
         syntax: bool = False,
+        fix: str | None = None,
     ) -> None:
         self.path = path
         self.line = line
         self.column = column
         self.reason = message
         self.syntax = syntax
+        self.fix = fix
         where = f"{path}:{line}:{column}" if line is not None and column is not None else path
         super().__init__(f"{where}: {message}")
         self.where = where
@@ -97,6 +107,8 @@ class ConfigFileError(Exception):
     def to_command_error(self, check: str = "the path") -> CommandError:
         """The one-line error of a command that cannot use this config file (exit status 2). ``check`` says where
         the path came from (``the path given to --config``): an unreadable file is usually a wrong path."""
+        if self.fix is not None:
+            return CommandError("cannot use the config file", self.where, f"{self.reason}; {self.fix}")
         if not self.syntax:
             return CommandError("cannot use the config file", self.where, f"{self.reason}; check {check}")
         hint = f"{self.reason}; {JSON5_HINT}: fix it there, then check it with 'loopwatch config check {self.path}'"
@@ -126,7 +138,7 @@ class LoadedConfig:
         *,
         path: str | None = None,
         extra_warnings: Iterable[ConfigWarning] = (),
-        document: object = None,
+        document: object = MISSING,
     ) -> None:
         self.path = path
         self.global_block = global_block
@@ -140,7 +152,11 @@ class LoadedConfig:
             config, agent_warnings = resolve_loop_config(global_block, agent.block, agent_path=agent.path)
             self._by_id[agent.agent_id] = config
             collected.extend(agent_warnings)
-        self._document = document if document is not None else {"tools": {"loopDetection": global_block}}
+        # The parsed file, whatever it is (null, an array: the 2026.9 reading reports that too); without one, the
+        # document these blocks make up (no block: no tools, which 2026.9 would refuse as null).
+        if document is MISSING:
+            document = {} if global_block is None else {"tools": {"loopDetection": global_block}}
+        self._document = document
         self.warnings: tuple[ConfigWarning, ...] = in_document_order(_dedupe(collected), self._document)
         self._memo: dict[str | None, LoopConfig] = {}
         self.config_hash = _config_hash(self.default_config, self._by_id)
@@ -174,18 +190,11 @@ class LoadedConfig:
         """Build from an already-parsed OpenClaw config object (the top level of the file). Its numbers are
         first made the doubles OpenClaw computes with (:func:`js_numbers`)."""
         warnings: list[ConfigWarning] = []
-        global_block = None
         agents: list[AgentBlock] = []
         document = js_numbers(document, warnings)
-        if not isinstance(document, dict):
-            warnings.append(ConfigWarning("(root)", "the config is not an object; ignored", None))
-            return cls(None, (), path=path, extra_warnings=warnings)
-        tools = document.get("tools")
-        if isinstance(tools, dict):
-            global_block = tools.get("loopDetection")
-        elif tools is not None:
-            warnings.append(ConfigWarning("tools", "not an object; ignored", None))
-        agents_section = document.get("agents")
+        root = config_root(document, warnings)
+        global_block = loop_block(root, "", warnings)
+        agents_section = root.get("agents")
         agent_list = agents_section.get("list") if isinstance(agents_section, dict) else None
         if isinstance(agents_section, dict) and agents_section.get("entries") is not None:
             # A config in the 2026.8+ layout passed the gate while its overrides were never read: say so.
@@ -232,12 +241,35 @@ def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> li
 
 
 def format_value(value: object) -> str:
-    """A resolved value in JSON5 spelling (``true``, ``42``); ``None`` (ignored) is ``nothing``."""
+    """A resolved value in JSON5 spelling (``true``, ``42``, a number as OpenClaw prints it: ``1e+308``, see
+    :func:`~streams.detection.config.show_number`); ``None`` (ignored) is ``nothing``."""
     if value is None:
         return "nothing"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int | float):
+        return show_number(value)
     return str(value)
+
+
+def json_numbers(value: object) -> object:
+    """``value`` (resolved configs, warnings) for ``json.dumps``, its numbers written as JavaScript's
+    ``JSON.stringify`` writes the doubles OpenClaw computes with (as :func:`format_value` shows them): an integer
+    beyond 2**53 becomes the integer JavaScript spells (2**60 is ``1152921504606847000``, the same double) or, from
+    1e21, the float, which Python writes as JavaScript does there (``1e+308``)."""
+    if isinstance(value, dict):
+        return {key: json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_numbers(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -_EXACT <= value <= _EXACT:
+        text = show_number(value)
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            return float(value)
+        except OverflowError:  # beyond the double range (never read so: js_numbers makes it Infinity)
+            return value
+    return value
 
 
 def format_warning(warning: ConfigWarning) -> str:
@@ -287,11 +319,78 @@ def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
     except UnicodeDecodeError as exc:
         line, column = _line_col(data[: exc.start].decode("utf-8", errors="replace"))
         raise ConfigFileError(name, "not valid UTF-8", line, column, syntax=True) from None
-    return LoadedConfig.from_document(parse_json5(text, name), path=name)
+    with json5_nesting(text, name):
+        loaded = LoadedConfig.from_document(_loads(text, name), path=name)
+        loaded.gen9  # noqa: B018  the 2026.9 reading too (else built on first use), while deep values may be walked
+    return loaded
 
 
 def parse_json5(text: str, name: str = "<string>") -> object:
-    """Parse JSON5 text; errors carry 1-based line and column."""
+    """Parse JSON5 text; errors carry 1-based line and column. Nesting up to :data:`MAX_NESTING` levels parses."""
+    with json5_nesting(text, name):
+        return _loads(text, name)
+
+
+#: How deep a config (or profiles) file may nest. The json5 package parses by recursion, up to 26 Python frames
+#: per level (an object member holding an object), so the interpreter's default limit of 1,000 frames stopped it
+#: at 40 to 60 levels, and a valid file nested deeper was refused as if it were not JSON5. OpenClaw parses with
+#: JSON5 in JavaScript, which does not recurse; real configs nest under 20 levels.
+MAX_NESTING: Final = 1000
+#: Frames allowed per level while a file is parsed and read: the parser's 26 with a margin (js_numbers and the
+#: warnings' rendering of values need 1 to 3). Python 3.11+ makes pure-Python calls without growing the C stack,
+#: so frames are the only bound (parsing 1,000 levels works in a thread with a 512 KiB stack).
+_FRAMES_PER_LEVEL: Final = 32
+#: Serialises the raised recursion limit (process-wide) between threads loading files at the same time.
+_RECURSION_LIMIT_LOCK = threading.RLock()
+#: What the nesting depth counts: strings and comments (skipped, they may hold brackets) and brackets. A string
+#: or comment not closed runs to the end (the parse reports it), so no start is scanned twice.
+_NESTING_TOKEN = re.compile(
+    r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)'  # a string in double quotes (a backslash escapes any character, a line end too)
+    r"|'(?:[^'\\]|\\.)*(?:'|\\?\Z)"  # in single quotes
+    r"|//[^\n\r\u2028\u2029]*|/\*.*?(?:\*/|\Z)"  # a comment
+    r"|[\[\]{}]",
+    re.DOTALL,
+)
+
+
+def nesting_depth(text: str, name: str = "<string>") -> int:
+    """How many levels of objects and arrays ``text`` nests (``{}`` is 1). Raises :class:`ConfigFileError` at the
+    bracket that opens a level deeper than :data:`MAX_NESTING`."""
+    depth = deepest = 0
+    for match in _NESTING_TOKEN.finditer(text):
+        token = match.group()
+        if token == "[" or token == "{":
+            depth += 1
+            if depth > MAX_NESTING:
+                line, column = _line_col(text[: match.start()])
+                reason = f"nested deeper than {MAX_NESTING} levels (the limit of loopwatch's JSON5 parser)"
+                raise ConfigFileError(name, reason, line, column, fix="nest it less deeply")
+            deepest = max(deepest, depth)
+        elif token == "]" or token == "}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+@contextmanager
+def json5_nesting(text: str, name: str) -> Iterator[None]:
+    """Room for ``text``'s nesting while it is parsed and read: Python's recursion limit raised by
+    :data:`_FRAMES_PER_LEVEL` frames per level, and restored afterwards. A file nested deeper than
+    :data:`MAX_NESTING` levels raises :class:`ConfigFileError` (exit status 2) before any parsing."""
+    depth = nesting_depth(text, name)
+    with _RECURSION_LIMIT_LOCK:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + depth * _FRAMES_PER_LEVEL)
+        try:
+            yield
+        except RecursionError:  # not expected within the allowance; said as what it is, not as bad JSON5
+            reason = f"nested {depth} levels deep, deeper than loopwatch's JSON5 parser could follow"
+            raise ConfigFileError(name, reason, fix=f"nest it less deeply (at most {MAX_NESTING} levels)") from None
+        finally:
+            sys.setrecursionlimit(limit)
+
+
+def _loads(text: str, name: str) -> object:
+    """``json5.loads``, its errors as :class:`ConfigFileError` with 1-based line and column."""
     try:
         return json5.loads(text)
     except ValueError as exc:
@@ -309,8 +408,6 @@ def parse_json5(text: str, name: str = "<string>") -> object:
             raise ConfigFileError(name, "empty file", 1, 1, syntax=True) from None
         line, column = _line_col(text)
         raise ConfigFileError(name, message, line, column, syntax=True) from None
-    except RecursionError:
-        raise ConfigFileError(name, "nested too deeply", 1, 1, syntax=True) from None
 
 
 def _unseen_character(text: str, line: int, column: int) -> tuple[int, int, str] | None:
@@ -342,12 +439,15 @@ __all__ = [
     "ENTRIES_IGNORED",
     "GLOBAL_BLOCK_PATH",
     "JSON5_HINT",
+    "MAX_NESTING",
     "AgentBlock",
     "ConfigFileError",
     "LoadedConfig",
     "format_value",
     "format_warning",
     "js_numbers",
+    "json_numbers",
     "load_openclaw_config",
+    "nesting_depth",
     "parse_json5",
 ]

@@ -219,7 +219,12 @@ def test_a_tools_that_is_not_an_object_is_warned_about_under_2026_9_too() -> Non
     assert loaded.gen9.for_agent("a") == loaded.gen9.default_config == loaded.gen9.for_agent("b")
     keyed = {"agents": {"entries": {"a": {"tools": 3}, "b": {"tools": None}}}}
     gen9 = LoadedConfig.from_document(keyed).gen9
-    assert [(w.path, w.message) for w in gen9.warnings] == [("agents.entries.a.tools", f"not an object; {REFUSED}")]
+    # null too: AgentToolsSchema is object(...).optional(), which takes a missing key, not null (a 2026.9.6
+    # gateway stops with "agents.entries.b.tools: Invalid input: expected object, received null")
+    assert [(w.path, w.message) for w in gen9.warnings] == [
+        ("agents.entries.a.tools", f"not an object; {REFUSED}"),
+        ("agents.entries.b.tools", f"not an object; {REFUSED}"),
+    ]
     assert gen9.agent_ids == ("a", "b") and gen9.for_agent("a") == gen9.default_config
 
 
@@ -352,3 +357,72 @@ def test_what_the_strict_2026_9_block_refuses_and_what_startup_strips() -> None:
     assert all(m.endswith(REFUSED) for m in (warnings["b.enabled"], warnings["b.foo"]))
     [null] = block_warnings({"enabled": None}, "b")
     assert null.message.startswith("null is not a boolean") and null.message.endswith(REFUSED)
+
+
+# --- a config, tools or loopDetection that is not an object: ignored by 2026.7's reading, refused by 2026.9's ---------
+
+_NOT_OBJECTS: list[tuple[object, list[tuple[str, str]], list[tuple[str, str]]]] = [
+    # (document, 2026.7 warnings, 2026.9 warnings); what a 2026.9.6 gateway says (`openclaw gateway run`) in comments
+    ([1, 2], [("(root)", "the config is not an object; ignored")], [("(root)", "the config is not an object")]),
+    (None, [("(root)", "the config is not an object; ignored")], [("(root)", "the config is not an object")]),
+    ("str", [("(root)", "the config is not an object; ignored")], [("(root)", "the config is not an object")]),
+    # <root>: Invalid input: expected object, received array / null / string
+    ({"tools": 5}, [("tools", "not an object; ignored")], [("tools", "not an object")]),
+    ({"tools": []}, [("tools", "not an object; ignored")], [("tools", "not an object")]),
+    ({"tools": None}, [], [("tools", "not an object")]),  # tools: ... expected object, received null
+    (
+        {"tools": {"loopDetection": 5}},
+        [("tools.loopDetection", "5 is not an object; treated as absent")],
+        [("tools.loopDetection", "5 is not an object")],
+    ),
+    (
+        {"tools": {"loopDetection": []}},
+        [("tools.loopDetection", "[] is not an object; treated as absent")],
+        [("tools.loopDetection", "[] is not an object")],
+    ),
+    ({"tools": {"loopDetection": None}}, [], [("tools.loopDetection", "null is not an object")]),
+    ({"agents": None}, [], [("agents", "not an object")]),  # agents: ... expected object, received null
+    ({"agents": {"entries": None}}, [], [("agents.entries", "not an object")]),  # expected record, received null
+    ({"agents": {"list": None}}, [], [("agents.list", "not an array")]),  # agents: Unrecognized key: "list"
+    (
+        {"agents": {"entries": {"a": {"tools": {"loopDetection": None}}}}},
+        [("agents.entries", "read only by openclaw-2026.9; under openclaw-2026.7 it is ignored")],
+        [("agents.entries.a.tools.loopDetection", "null is not an object")],
+    ),
+]
+
+
+def test_a_config_tools_or_block_that_is_not_an_object_is_refused_under_2026_9() -> None:
+    """Under 2026.9 ``[1,2]``, ``null``, ``"str"``, ``{tools: 5}`` passed with no warning (exit 0), and a
+    ``tools.loopDetection`` that is not an object was "treated as absent": OpenClaw 2026.9.6's schema refuses each
+    (its root is a strict object, ``tools`` and ``loopDetection`` are ``object(...).optional()``, which takes a
+    missing key but not null), so the gateway does not start. The 2026.7 reading is unchanged."""
+    for document, gen7, gen9 in _NOT_OBJECTS:
+        loaded = LoadedConfig.from_document(document)
+        assert [(w.path, w.message) for w in loaded.warnings] == gen7, document
+        assert [(w.path, w.message) for w in loaded.gen9.warnings] == [(p, f"{m}; {REFUSED}") for p, m in gen9]
+        assert loaded.gen9.default_config.enabled is False and loaded.gen9.agent_ids in ((), ("a",))
+    # No config file (and the blocks whatif builds) is no tools at all, not tools.loopDetection: null.
+    assert LoadedConfig.default().gen9.warnings == () == LoadedConfig({"enabled": True}).gen9.warnings
+    # The best-effort reading keeps what is usable next to a refused part.
+    both = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True}}, "agents": {"entries": None}})
+    assert both.gen9.default_config.enabled is True
+
+
+def test_config_check_exits_1_on_a_config_openclaw_2026_9_refuses(tmp_path: Path) -> None:
+    """The command exited 0 under ``--profile openclaw-2026.9`` for these files, where the gateway does not start."""
+    for text, path in [
+        ("[1,2]", "(root)"),
+        ("null", "(root)"),
+        ('"str"', "(root)"),
+        ("{tools:5}", "tools"),
+        ("{tools:{loopDetection:5}}", "tools.loopDetection"),
+        ("{tools:{loopDetection:[]}}", "tools.loopDetection"),
+    ]:
+        file = tmp_path / "a.json5"
+        file.write_text(text + "\n", encoding="utf-8")
+        for profile in (PROFILE_2026_7, PROFILE_2026_9):
+            done = _check(file, "--profile", profile)
+            [line] = done.stderr.splitlines()
+            assert done.returncode == 1 and line.startswith(f"warning: {path}: "), (text, profile, done.stderr)
+            assert line.endswith(REFUSED) == (profile == PROFILE_2026_9), line

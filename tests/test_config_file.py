@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,19 @@ from hypothesis import strategies as st
 
 from streams.cli import main
 from streams.config_2026_9 import document_position
-from streams.config_file import ENTRIES_IGNORED, ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
+from streams.config_file import (
+    ENTRIES_IGNORED,
+    MAX_NESTING,
+    ConfigFileError,
+    LoadedConfig,
+    format_value,
+    format_warning,
+    json_numbers,
+    load_openclaw_config,
+    nesting_depth,
+    parse_json5,
+)
+from streams.detection.canonical import js_number
 from streams.detection.config import resolve_loop_config
 from streams.detection.types import PROFILE_2026_9, LoopConfig
 
@@ -365,3 +379,107 @@ def test_agent_ids_are_matched_by_openclaw_s_normalisation_under_both_lines(tmp_
     for line, agent in ((listed, "my-agent"), (listed.gen9, "my-agent"), (keyed.gen9, "ops-team")):
         assert not line.for_agent(agent).enabled, agent
         assert line.for_agent("someone-else").enabled
+
+
+# --- nesting: a valid file nested deeply is read; beyond the parser's limit the error says so -------------------------
+
+
+def _nested(levels: int, inside: str = "tools: {loopDetection: {enabled: true}}, ") -> str:
+    """A config nesting ``levels`` levels in all (the top level is one), ``levels - 1`` of them in key ``a``."""
+    return "{" + inside + "a: " + "[" * (levels - 1) + "]" * (levels - 1) + "}\n"
+
+
+def test_a_valid_file_nested_deeply_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """About 50 levels, even in a key loop detection never reads, were "cannot use the config file (d.json5:1:1):
+    nested too deeply; the file must be JSON5" (exit 2): the json5 package recursed into Python's recursion limit.
+    Up to MAX_NESTING levels parse now, and the interpreter's limit is as it was afterwards."""
+    limit = sys.getrecursionlimit()
+    for levels in (60, 400, MAX_NESTING):
+        path = write(tmp_path, _nested(levels))
+        assert nesting_depth(path.read_text()) == levels
+        loaded = load_openclaw_config(path)
+        assert loaded.default_config.enabled and loaded.gen9.default_config.enabled and loaded.warnings == ()
+        assert sys.getrecursionlimit() == limit
+        for profile in ("openclaw-2026.7", "openclaw-2026.9"):
+            assert main(["config", "check", str(path), "--profile", profile]) == 0
+    capsys.readouterr()
+    # A value that deep where a warning shows it: rendered by its start, not a crash.
+    deep = "[" * (MAX_NESTING - 4) + "]" * (MAX_NESTING - 4)
+    path = write(tmp_path, "{tools: {loopDetection: {enabled: " + deep + "}}}")
+    for profile in ("openclaw-2026.7", "openclaw-2026.9"):
+        assert main(["config", "check", str(path), "--profile", profile]) == 1
+        assert "warning: tools.loopDetection.enabled: [[[[[[" in capsys.readouterr().err
+    assert parse_json5("{a: " + "[" * 500 + "]" * 500 + "}") == {"a": _list_nest(500)}  # profiles files too
+    # parsed in a thread of its own (the worker's, a test runner's): frames, not C stack, bound it
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(load_openclaw_config(path).warnings))
+    thread.start()
+    thread.join()
+    assert len(found) == 1 and found[0]
+
+
+def _list_nest(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_a_file_nested_deeper_than_the_parser_reads_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a syntax error ("the file must be JSON5"), nor a guess at 1:1: the bracket that opens level 1001, the
+    limit, and that it is the parser's."""
+    text = _nested(MAX_NESTING + 1)
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigFileError) as caught:
+        load_openclaw_config(path)
+    error = caught.value
+    column = text.index("a: ") + 3 + MAX_NESTING  # the 1,000th "[" of key a opens level 1,001
+    assert (error.line, error.column, error.syntax) == (1, column, False)
+    assert error.reason == f"nested deeper than {MAX_NESTING} levels (the limit of loopwatch's JSON5 parser)"
+    assert main(["config", "check", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"loopwatch config check: cannot use the config file ({path}:1:{column}): nested deeper than {MAX_NESTING} "
+        "levels (the limit of loopwatch's JSON5 parser); nest it less deeply\n"
+    )
+    with pytest.raises(ConfigFileError, match="nested deeper than 1000 levels"):
+        parse_json5("[" * 5000 + "]" * 5000)
+
+
+def test_nesting_depth_skips_strings_and_comments() -> None:
+    assert nesting_depth("1") == 0 and nesting_depth("{}") == 1 and nesting_depth("{a: [1, {b: []}]}") == 4
+    assert nesting_depth('{a: "[[{", b: \'{{\' /* [[[ */, // {{{\n c: "\\"[["}') == 1
+    assert nesting_depth('{a: "x\\\n[[", b: []}') == 2  # a line continuation in a string
+    assert nesting_depth('"not closed [[[') == 0 and nesting_depth("/* not closed [[[") == 0
+
+
+# --- numbers shown as OpenClaw (JavaScript) prints them ---------------------------------------------------------------
+
+
+def test_numbers_beyond_2_53_print_as_javascript_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """1e308 resolved to an exact Python integer and was printed with all 309 digits, in the table, the warnings
+    and --json; OpenClaw (JavaScript) prints 1e+308. Below 1e21 JavaScript prints every digit, as before."""
+    path = write(tmp_path, "{tools: {loopDetection: {enabled: true, warningThreshold: 1e308, historySize: 1e21}}}")
+    assert main(["config", "check", str(path)]) == 1
+    out, err = capsys.readouterr()
+    row = out.splitlines()[1].split()
+    assert row[2:6] == ["1e+21", "1e+308", "1e+308", "10"] and row[6] == "1e+308"
+    assert "is not above warningThreshold 1e+308 (from tools.loopDetection.warningThreshold)" in err
+    assert err.count("(using 1e+308)") == 2 and "000000000" not in out + err
+    assert main(["config", "check", "--json", str(path)]) == 1
+    out, _ = capsys.readouterr()
+    assert '"warningThreshold": 1e+308,' in out and '"historySize": 1e+21,' in out and '"value_used": 1e+308' in out
+    assert json.loads(out)["default"]["warningThreshold"] == 1e308
+    # below 1e21 without an exponent (docs/semantics.md), in the shortest digits that give the double
+    assert format_value(10**20) == "100000000000000000000" and format_value(2**53 + 2) == "9007199254740994"
+    assert format_value(2**60) == "1152921504606847000"  # String(2 ** 60) in JavaScript
+    numbers = {"a": [10**20, 2**60, 10**21, 7, True]}
+    assert json.dumps(json_numbers(numbers)) == '{"a": [100000000000000000000, 1152921504606847000, 1e+21, 7, true]}'
+
+
+@given(st.floats(min_value=2.0**53, max_value=1.7e308).map(float.__floor__))
+def test_table_and_json_numbers_agree_with_javascript(value: int) -> None:
+    """Every integer double beyond 2**53, as the readers hold it (a Python int), prints as ``String(n)`` (table,
+    warnings) and as ``JSON.stringify(n)`` (--json): both are ``js_number`` for a finite double."""
+    expected = js_number(float(value))
+    assert format_value(value) == expected == format_value(-value).removeprefix("-")
+    assert json.dumps(json_numbers(value)) == expected

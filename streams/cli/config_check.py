@@ -18,6 +18,7 @@ from streams.config_file import (
     LoadedConfig,
     format_value,
     format_warning,
+    json_numbers,
     load_openclaw_config,
 )
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile == PROFILE_2026_9:
         return _run_2026_9(loaded.gen9, loaded.path, as_json=args.json)
     if args.json:
-        print(json.dumps(_as_json(loaded), indent=2, sort_keys=False))
+        print(json.dumps(json_numbers(_as_json(loaded)), indent=2, sort_keys=False))
     else:
         print(_table(loaded))
     for warning in loaded.warnings:
@@ -90,7 +91,7 @@ def _run_2026_9(config: Config2026_9, path: str | None, *, as_json: bool) -> int
             **resolved,
             "warnings": [{"path": w.path, "message": w.message, "value_used": w.value_used} for w in config.warnings],
         }
-        print(json.dumps(document, indent=2))
+        print(json.dumps(json_numbers(document), indent=2))
     else:
         rows = [["agent", "enabled", "guard", "window"]]
         for label, view in [("(default)", resolved["default"]), *resolved["agents"].items()]:

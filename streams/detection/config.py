@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from streams.detection.canonical import js_trim
+from streams.detection.canonical import js_number, js_trim
 from streams.detection.types import MISSING, PROFILE_2026_7, PROFILE_2026_9, LoopConfig
 
 DEFAULT_AGENT_ID: Final = "main"
@@ -115,24 +115,54 @@ MISSING_ID: Final = (
 
 #: A ``tools`` (or entry) that is not an object, as the 2026.7 lookup treats it.
 NOT_OBJECT_IGNORED: Final = "not an object; ignored"
+#: Where a warning about the config's top level is (it has no key path).
+ROOT_PATH: Final = "(root)"
+ROOT_NOT_OBJECT: Final = "the config is not an object"
+#: How a reader words a config part that is not an object: under 2026.7 ``<reason>; ignored`` (None), under
+#: 2026.9 the schema's refusal (``streams.detection.gen9_roster.refused``).
+Refusal = Callable[[str], str]
 
 
-def entry_loop_block(
-    entry: Mapping[object, object],
-    entry_path: str,
+def not_an_object(reason: str, refuse: Refusal | None) -> str:
+    """``<reason>; ignored`` (2026.7), or ``refuse(reason)`` (2026.9, whose schema refuses the config)."""
+    return f"{reason}; ignored" if refuse is None else refuse(reason)
+
+
+def config_root(document: object, warnings: list[ConfigWarning], refuse: Refusal | None = None) -> dict[object, object]:
+    """The config's top level, ``{}`` when it is not an object (an array, a string, a number, null), which is
+    warned about at ``(root)``: both generations look keys up in it, so nothing in it is read. 2026.7 ignores it
+    (its reader follows the runtime lookup); 2026.9 is given ``refuse``: its root schema is a strict object
+    (``OpenClawSchema`` in zod-schema-*.mjs of 2026.9.6), so the gateway does not start."""
+    if isinstance(document, dict):
+        return document
+    warnings.append(ConfigWarning(ROOT_PATH, not_an_object(ROOT_NOT_OBJECT, refuse), None))
+    return {}
+
+
+def loop_block(
+    owner: Mapping[object, object],
+    owner_path: str,
     warnings: list[ConfigWarning],
-    not_object: str = NOT_OBJECT_IGNORED,
+    refuse: Refusal | None = None,
 ) -> object:
-    """The raw ``tools.loopDetection`` of one agent entry (``agents.list[i]`` or ``agents.entries.<id>``), None
-    when it has none. Both generations read ``entry.tools?.loopDetection`` (tool-loop-detection-config-*.js in
-    2026.7.35, tool-loop-detection-config-*.mjs in 2026.9.6), so a ``tools`` that is not an object gives the agent
-    no block of its own (the global one applies); that is warned about here, for both, with ``not_object`` (the
-    2026.9 schema refuses such a ``tools``: that reader says so)."""
-    tools = entry.get("tools")
+    """The raw ``tools.loopDetection`` of the config's top level (``owner_path`` ``""``) or of one agent entry
+    (``agents.list[i]``, ``agents.entries.<id>``), None when it has none. Both generations read
+    ``owner.tools?.loopDetection`` (tool-loop-detection-config-*.js in 2026.7.35, tool-loop-detection-config-*.mjs
+    in 2026.9.6), so a ``tools`` that is not an object gives no block (the global one, or the defaults, apply);
+    that is warned about here, for both. 2026.7 ignores it; 2026.9 is given ``refuse``: its schemas (``ToolsSchema``,
+    ``AgentToolsSchema`` and ``ToolLoopDetectionSchema`` in zod-schema.agent-runtime-*.mjs) are objects with
+    ``.optional()``, which takes a missing key but not null, so there a ``tools`` or ``loopDetection`` set to null
+    is refused as well. A ``loopDetection`` of another type is returned as it is: each generation's resolution
+    reports it (``resolve_loop_config`` here and in :mod:`streams.detection.gen9_config`)."""
+    tools_path = f"{owner_path}.tools" if owner_path else "tools"
+    tools = owner.get("tools", MISSING)
     if isinstance(tools, dict):
-        return tools.get("loopDetection")
-    if tools is not None:
-        warnings.append(ConfigWarning(f"{entry_path}.tools", not_object, None))
+        block = tools.get("loopDetection")
+        if block is None and refuse is not None and "loopDetection" in tools:
+            warnings.append(ConfigWarning(f"{tools_path}.loopDetection", refuse("null is not an object"), None))
+        return block
+    if tools is not MISSING and (tools is not None or refuse is not None):
+        warnings.append(ConfigWarning(tools_path, not_an_object("not an object", refuse), None))
     return None
 
 
@@ -167,7 +197,7 @@ def listed_agents(agent_list: list[object], warnings: list[ConfigWarning]) -> li
         if not isinstance(entry, dict):
             warnings.append(ConfigWarning(entry_path, f"{show_value(entry)} is not an object; ignored", None))
             continue
-        block = entry_loop_block(entry, entry_path, warnings)
+        block = loop_block(entry, entry_path, warnings)
         agent_id = list_entry_id(entry, index, warnings)
         if agent_id is not None and first_with_id(
             agent_id, entry_path, f"{entry_path}.id", first_paths, has_loop_block(entry), warnings
@@ -223,16 +253,47 @@ def above(threshold: int) -> int:
 
 
 def show_value(value: object) -> str:
-    """A short JSON-like rendering of a config value for messages."""
+    """A short JSON-like rendering of a config value for messages (a number as JavaScript prints it)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return show_number(value)
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:  # nested about as deep as the recursion limit: only its start shows anyway
+        text, node = "", value
+        while len(text) <= 60 and isinstance(node, list | dict) and node:
+            if isinstance(node, list):
+                text, node = f"{text}[", node[0]
+            else:
+                key = min(node, key=str)
+                text, node = f"{text}{{{json.dumps(str(key))}: ", node[key]
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def show_number(value: int | float) -> str:
+    """A number as OpenClaw prints it (JavaScript's ``String(n)``). The readers make an integer beyond 2**53 the
+    double OpenClaw computes with (``streams.config_file.js_numbers``, :func:`above`); JavaScript prints such a
+    double in its shortest digits, without an exponent below 1e21 (``100000000000000000000``, 2**60 as
+    ``1152921504606847000``) and with one from there (``1e+21``, ``1e+308``), where Python's ``str`` gave all 309
+    digits of 1e308."""
+    if isinstance(value, int) and -_JS_EXACT <= value <= _JS_EXACT:
+        return str(value)
+    try:
+        double = float(value)
+    except OverflowError:  # an integer beyond the double range: Infinity in JavaScript
+        return "Infinity" if value > 0 else "-Infinity"
+    if math.isnan(double):
+        return "NaN"
+    if math.isinf(double):
+        return "Infinity" if double > 0 else "-Infinity"
+    return js_number(double)
+
+
 def _js(value: object) -> str:
-    return "true" if value is True else "false" if value is False else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return show_number(value) if isinstance(value, int | float) else str(value)
 
 
 def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWarning]:
@@ -266,7 +327,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
         out.append(
             ConfigWarning(
                 f"{path}.criticalThreshold",
-                f"{WARNING_BEFORE_CRITICAL} ({warning} >= {critical}; raised to warningThreshold + 1)",
+                f"{WARNING_BEFORE_CRITICAL} ({_js(warning)} >= {_js(critical)}; raised to warningThreshold + 1)",
                 above(warning),
             )
         )
@@ -276,7 +337,7 @@ def _block_warnings(block: Mapping[object, object], path: str) -> list[ConfigWar
         out.append(
             ConfigWarning(
                 f"{path}.globalCircuitBreakerThreshold",
-                f"{CRITICAL_BEFORE_GLOBAL} ({critical} >= {global_}; raised to criticalThreshold + 1)",
+                f"{CRITICAL_BEFORE_GLOBAL} ({_js(critical)} >= {_js(global_)}; raised to criticalThreshold + 1)",
                 above(effective_critical),
             )
         )
@@ -361,8 +422,8 @@ def resolve_loop_config(
             warnings.append(
                 ConfigWarning(
                     clamp_path("criticalThreshold", critical_sources),
-                    f"criticalThreshold {critical} ({origin(c_src, 'criticalThreshold', c_ok)}) is not above "
-                    f"warningThreshold {warning} ({origin(w_src, 'warningThreshold', w_ok)}); "
+                    f"criticalThreshold {_js(critical)} ({origin(c_src, 'criticalThreshold', c_ok)}) is not above "
+                    f"warningThreshold {_js(warning)} ({origin(w_src, 'warningThreshold', w_ok)}); "
                     "raised to warningThreshold + 1",
                     above(warning),
                 )
@@ -375,9 +436,9 @@ def resolve_loop_config(
             warnings.append(
                 ConfigWarning(
                     clamp_path("globalCircuitBreakerThreshold", sources),
-                    f"globalCircuitBreakerThreshold {global_} "
+                    f"globalCircuitBreakerThreshold {_js(global_)} "
                     f"({origin(g_src, 'globalCircuitBreakerThreshold', g_ok)}) is not above "
-                    f"criticalThreshold {critical}; raised to criticalThreshold + 1",
+                    f"criticalThreshold {_js(critical)}; raised to criticalThreshold + 1",
                     above(critical),
                 )
             )

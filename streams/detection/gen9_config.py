@@ -95,14 +95,16 @@ def resolve_loop_config(
     global_path: str = "tools.loopDetection",
     agent_path: str = ENTRIES_BLOCK_PATH,
 ) -> tuple[LoopConfig, list[ConfigWarning]]:
-    """The agent's ``enabled`` (when it is set) wins over the global one; that is all 2026.9 merges."""
+    """The agent's ``enabled`` (when it is set) wins over the global one; that is all 2026.9 merges. ``None`` (or
+    ``MISSING``) is no block; a block that is not an object is refused by the 2026.9 schema (reported) and read as
+    absent."""
     warnings: list[ConfigWarning] = []
     enabled: object = None
     for block, path in ((global_block, global_path), (agent_block, agent_path)):
         if block is None or block is MISSING:
             continue
-        if not isinstance(block, dict):
-            warnings.append(ConfigWarning(path, f"{show_value(block)} is not an object; treated as absent", None))
+        if not isinstance(block, dict):  # ToolLoopDetectionSchema is an object (null: streams.detection.config)
+            warnings.append(ConfigWarning(path, refused(f"{show_value(block)} is not an object"), None))
             continue
         warnings.extend(block_warnings(block, path))
         value = block.get("enabled")

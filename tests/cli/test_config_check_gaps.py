@@ -332,3 +332,51 @@ def test_2026_9_says_where_openclaw_refuses_the_roster(empty: Path) -> None:
         },
     ]
     assert document["agents"]["my-agent"]["enabled"] is True  # best effort: the first key of the id
+
+
+# --- 4. what a 2026.9 gateway refuses, deep nesting, numbers as JavaScript prints them ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("[1,2]", "(root): the config is not an object"),
+        ("null", "(root): the config is not an object"),
+        ("{tools:5}", "tools: not an object"),
+        ("{tools:{loopDetection:null}}", "tools.loopDetection: null is not an object"),
+    ],
+)
+def test_2026_9_refuses_a_config_or_tools_that_is_not_an_object(empty: Path, text: str, line: str) -> None:
+    """These exited 0 under 2026.9; a 2026.9.6 gateway stops with "Invalid config" on each."""
+    name = write(empty, "a.json5", text)
+    result = lw(empty, "config", "check", name, "--profile", "openclaw-2026.9")
+    assert (result.code, result.err) == (1, f"warning: {line}; {REFUSED}\n")
+
+
+def test_a_deeply_nested_config_is_read_and_a_deeper_one_named(empty: Path) -> None:
+    """60 levels in an unrelated key were "nested too deeply; the file must be JSON5" at 1:1, exit 2."""
+    body = "{tools: {loopDetection: {enabled: true}}, a: %s}"
+    name = write(empty, "d.json5", body % ("[" * 59 + "]" * 59))
+    result = lw(empty, "config", "check", name)
+    assert (result.code, result.err, result.out.splitlines()[:2]) == (0, "", [HEADER, DEFAULT_ROW])
+    name = write(empty, "e.json5", body % ("[" * 1000 + "]" * 1000))
+    column = len("{tools: {loopDetection: {enabled: true}}, a: ") + 1000  # the bracket opening level 1,001
+    one_line(
+        lw(empty, "config", "check", name),
+        2,
+        f"loopwatch config check: cannot use the config file (e.json5:1:{column}): nested deeper than 1000 levels "
+        "(the limit of loopwatch's JSON5 parser); nest it less deeply",
+    )
+
+
+def test_huge_numbers_print_as_javascript_does(empty: Path) -> None:
+    """1e308 was printed with 309 digits in the table and in --json."""
+    name = write(empty, "c.json5", "{tools: {loopDetection: {enabled: true, warningThreshold: 1e308}}}")
+    result = lw(empty, "config", "check", name)
+    assert result.code == 1
+    assert result.out.splitlines()[1].split()[3:7] == ["1e+308", "1e+308", "10", "1e+308"]
+    assert all(line.endswith("(using 1e+308)") for line in result.err.splitlines())
+    out = lw(empty, "config", "check", name, "--json").out
+    document = json.loads(out)
+    assert document["default"]["warningThreshold"] == 1e308 and document["warnings"][0]["value_used"] == 1e308
+    assert '"warningThreshold": 1e+308,' in out

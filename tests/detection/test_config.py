@@ -16,11 +16,12 @@ from streams.detection.config import (
     CRITICAL_BEFORE_GLOBAL,
     WARNING_BEFORE_CRITICAL,
     ConfigWarning,
-    entry_loop_block,
+    config_root,
     first_with_id,
     is_positive_integer,
     js_trim,
     js_truthy,
+    loop_block,
     normalize_agent_id,
     resolve_loop_config,
 )
@@ -359,13 +360,13 @@ def test_js_helpers() -> None:
     assert is_positive_integer(3.0) and not is_positive_integer(True) and not is_positive_integer("3")
 
 
-def test_entry_loop_block_and_first_with_id() -> None:
+def test_loop_block_and_first_with_id() -> None:
     """The two per-entry rules both generations share (one place, used by both readers)."""
     warnings: list[ConfigWarning] = []
-    assert entry_loop_block({"tools": {"loopDetection": {"enabled": True}}}, "e", warnings) == {"enabled": True}
-    assert entry_loop_block({"tools": None}, "e", warnings) is None and warnings == []
+    assert loop_block({"tools": {"loopDetection": {"enabled": True}}}, "e", warnings) == {"enabled": True}
+    assert loop_block({"tools": None}, "e", warnings) is None and warnings == []
     for tools in ("x", [], 0, True):
-        assert entry_loop_block({"tools": tools}, "e", warnings) is None
+        assert loop_block({"tools": tools}, "e", warnings) is None
     assert warnings == [ConfigWarning("e.tools", "not an object; ignored", None)] * 4
     warnings.clear()
     seen: dict[str, str] = {}
@@ -377,3 +378,31 @@ def test_entry_loop_block_and_first_with_id() -> None:
         ("l[1].id", "duplicate of l[0] (agent 'a'); this entry's tools.loopDetection is ignored"),
         ("l[2].id", "duplicate of l[0] (agent 'a'); OpenClaw uses the first entry"),
     ]
+
+
+def test_config_root_and_loop_block_are_one_rule_for_both_readings() -> None:
+    """The top level and ``tools`` are looked up by one rule; only the wording differs: ignored (2026.7) or the
+    schema's refusal (2026.9, given ``refuse``), which also counts null, as its ``.optional()`` objects do."""
+    refuse = "{}; refused".format
+    for document in ([1], None, "x", 0):
+        ignored: list[ConfigWarning] = []
+        refused: list[ConfigWarning] = []
+        assert config_root(document, ignored) == {} == config_root(document, refused, refuse)
+        assert ignored == [ConfigWarning("(root)", "the config is not an object; ignored", None)]
+        assert refused == [ConfigWarning("(root)", "the config is not an object; refused", None)]
+    root = {"tools": None}
+    assert config_root(root, []) is root
+    for owner, path, gen7, gen9 in [
+        ({"tools": 5}, "", ["tools"], ["tools"]),
+        ({"tools": None}, "", [], ["tools"]),
+        ({"tools": {"loopDetection": None}}, "", [], ["tools.loopDetection"]),
+        ({"tools": {"loopDetection": None}}, "agents.entries.a", [], ["agents.entries.a.tools.loopDetection"]),
+        ({"tools": {}}, "", [], []),
+        ({}, "", [], []),
+    ]:
+        ignored, refused = [], []
+        assert loop_block(owner, path, ignored) is None and loop_block(owner, path, refused, refuse) is None
+        assert [w.path for w in ignored] == gen7 and [w.path for w in refused] == gen9, owner
+        assert all(w.message.endswith("; ignored") for w in ignored)
+        assert all(w.message.endswith("not an object; refused") for w in refused)
+    assert loop_block({"tools": {"loopDetection": 5}}, "", [], refuse) == 5  # its type: the resolution reports it
