@@ -291,16 +291,6 @@ def test_readme_exit_code_table_lists_every_status() -> None:
 # --- with a broker -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    embedded = EmbeddedBroker(log_path=tmp_path_factory.mktemp("cli-broker") / "tansu.log")
-    embedded.start()
-    try:
-        yield embedded
-    finally:
-        embedded.stop()
-
-
 @dataclass
 class RunningWorker:
     directory: Path

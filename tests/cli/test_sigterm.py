@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,6 @@ from tests.support.kafka import true_end_offsets
 from tests.support.procs import start_process, stop_process, wait_until
 
 RUNS = 3
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    embedded = EmbeddedBroker(log_path=tmp_path_factory.mktemp("sigterm-broker") / "tansu.log")
-    embedded.start()
-    try:
-        yield embedded
-    finally:
-        embedded.stop()
 
 
 def _published(bootstrap: str, topic: str) -> bool:
