@@ -50,6 +50,24 @@ def ensure_tools() -> Tools:
     return Tools(node=values["NODE"], openclaw=values["OPENCLAW"])
 
 
+#: JavaScript for a driver: ``await loopDetection(dist)``, the exports of the dist's tool-loop-detection module
+#: by their own names (the bundle exports them under one-letter aliases).
+LOOP_DETECTION_EXPORTS = r"""
+import { readdirSync as listDist, readFileSync as readDist } from "node:fs";
+import { join as joinDist } from "node:path";
+async function loopDetection(dist) {
+  for (const file of listDist(dist).filter((f) => /^tool-loop-detection-.*\.m?js$/.test(f)).sort()) {
+    const text = readDist(joinDist(dist, file), "utf8");
+    if (!text.includes("function detectToolCallLoop(")) continue;
+    const pairs = /export \{([^}]*)\}/.exec(text)[1].split(",").map((p) => p.trim().split(/\s+as\s+/));
+    const module = await import(joinDist(dist, file));
+    return Object.fromEntries(pairs.map(([name, alias]) => [name, module[alias ?? name]]));
+  }
+  throw new Error("no tool-loop-detection module in " + dist);
+}
+"""
+
+
 def run_on_dist(driver: str, inputs: object, workdir: Path) -> Any:
     """Runs the Node script ``driver`` as ``node driver.mjs DIST INPUTS.json`` against the installed package's
     ``dist/`` and returns the JSON it prints: how the tests call OpenClaw's own functions on their inputs."""

@@ -22,7 +22,7 @@ import pytest
 
 from streams.detection import Outcome, ToolEvent, apply
 from streams.detection.config import resolve_loop_config
-from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, run_on_dist
+from tests.openclaw_e2e.install import E2E_MARKS, LOOP_DETECTION_EXPORTS, OPENCLAW_VERSION, run_on_dist
 
 pytestmark = [
     *E2E_MARKS,
@@ -34,19 +34,13 @@ pytestmark = [
 
 # The hook's order for one call, as in OpenClaw 2026.7.35's runBeforeToolCallHook; the warning buckets as its
 # shouldEmitLoopWarning keeps them (the function is not exported).
-_DRIVER = r"""
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+_DRIVER = (
+    LOOP_DETECTION_EXPORTS
+    + r"""
+import { readFileSync } from "node:fs";
 for (const name of ["log", "info", "warn", "error", "debug"]) console[name] = () => {};
 const [dist, inputsPath] = process.argv.slice(2);
-let oc = null;
-for (const file of readdirSync(dist).filter((f) => /^tool-loop-detection-.*\.m?js$/.test(f)).sort()) {
-  const text = readFileSync(join(dist, file), "utf8");
-  if (!text.includes("function detectToolCallLoop(")) continue;
-  const pairs = /export \{([^}]*)\}/.exec(text)[1].split(",").map((p) => p.trim().split(/\s+as\s+/));
-  const module = await import(join(dist, file));
-  oc = Object.fromEntries(pairs.map(([name, alias]) => [name, module[alias ?? name]]));
-}
+const oc = await loopDetection(dist);
 if (!oc?.detectToolCallLoop) throw new Error("detectToolCallLoop not found in " + dist);
 const BUCKET = 10;
 function shouldEmit(state, key, count) {
@@ -87,6 +81,7 @@ const out = runs.map(({ config, events }) => {
 });
 process.stdout.write(JSON.stringify(out));
 """
+)
 
 _TOOLS = ["read", "exec", "process", "command_status", "web_fetch"]
 _ARGS: list[Any] = [

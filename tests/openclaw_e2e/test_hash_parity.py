@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.detection import MISSING, Outcome, args_hash, gen9_outcome, outcome
-from tests.openclaw_e2e.install import E2E_MARKS, OPENCLAW_VERSION, PLUGIN_DIR, run_on_dist
+from tests.openclaw_e2e.install import E2E_MARKS, LOOP_DETECTION_EXPORTS, OPENCLAW_VERSION, PLUGIN_DIR, run_on_dist
 
 pytestmark = E2E_MARKS
 
@@ -29,19 +29,14 @@ GEN9 = tuple(int(p) for p in OPENCLAW_VERSION.split(".")[:2]) >= (2026, 8)
 
 # Finds the dist module that records tool calls, then records each case on a fresh history and prints what it
 # holds next to what the plugin computes.
-_DRIVER = r"""
-import { readdirSync, readFileSync } from "node:fs";
+_DRIVER = (
+    LOOP_DETECTION_EXPORTS
+    + r"""
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 const [dist, inputsPath] = process.argv.slice(2);
 const { plugin, cases } = JSON.parse(readFileSync(inputsPath, "utf8"));
-let oc = null;
-for (const file of readdirSync(dist).filter((f) => /^tool-loop-detection-.*\.m?js$/.test(f)).sort()) {
-  const text = readFileSync(join(dist, file), "utf8");
-  if (!text.includes("function recordToolCallOutcome(")) continue;
-  const pairs = /export \{([^}]*)\}/.exec(text)[1].split(",").map((p) => p.trim().split(/\s+as\s+/));
-  const module = await import(join(dist, file));
-  oc = Object.fromEntries(pairs.map(([name, alias]) => [name, module[alias ?? name]]));
-}
+const oc = await loopDetection(dist);
 if (!oc?.recordToolCall || !oc?.recordToolCallOutcome) throw new Error("recordToolCall not found in " + dist);
 const outcome = await import(join(plugin, "outcome.mjs"));
 const outcome9 = await import(join(plugin, "outcome2026_9.mjs"));
@@ -69,6 +64,7 @@ const out = cases.map((c) => {
 });
 process.stdout.write(JSON.stringify(out));
 """
+)
 
 _CHARS = [
     *"abZ0 \t\n\"\\/<", "\u00a0", "\u2028", "\ufeff", "\u0085", "\u00e9", "\uffff", "\U0001f600", "\U00010000",
