@@ -226,30 +226,32 @@ def explain_lines(
     events = [
         source.PositionedEvent(index, event) for index, event in source.decode_lines(lines, name) if event is not None
     ]
-    return _explain(events, config, run, out, as_json=as_json)
+    return _explain(events, config, run, out, as_json=as_json, where=name)
 
 
 def _explain(
-    events: list[source.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool
+    events: list[source.PositionedEvent], config: LoadedConfig, run: str, out: IO[str], *, as_json: bool, where: str
 ) -> int:
     steps = explain.explain_run(events, config, run)
     if as_json:
         out.write(orjson.dumps({"run": run, "events": explain.explain_json(steps)}).decode() + "\n")
     elif steps:  # no events: the error line says so, once
         out.write(explain.render_explain(steps, run, config))
-    return _explained(out, run, bool(steps))
+    return _explained(out, run, bool(steps), where)
 
 
 def _explained(
     out: IO[str],
     run: str,
     found: bool,
+    where: str,
     why: str = "",
     hint: str = "give a run id or scope key as it appears in the events",
 ) -> int:
+    """Exit status 0, or the one line saying the run has no event in ``where`` (the file or topic read), 1."""
     out.flush()
     if not found:
-        raise CommandError(f"no event of run {run!r}{why}", hint=hint, code=1)
+        raise CommandError(f"no event of run {run!r}{why}", where, hint=hint, code=1)
     return 0
 
 
@@ -264,7 +266,7 @@ def _explain_with_state(
     """``--run --with-state``: explain the run from the worker's stored state (see :mod:`streams.audit.explain`)."""
     mine = explain.run_events(events, args.run)
     if not mine:
-        return _explain([], config, args.run, sys.stdout, as_json=args.json)
+        return _explain([], config, args.run, sys.stdout, as_json=args.json, where=args.topic)
     _check_config(args, config, read, records, security)
     state_topic = _state_topic(args)
     try:
@@ -279,10 +281,10 @@ def _explain_with_state(
     else:
         sys.stdout.write(result.render(args.run, config))
     if not result.skipped:
-        return _explained(sys.stdout, args.run, bool(result.steps))
+        return _explained(sys.stdout, args.run, bool(result.steps), args.topic)
     why = f" after its stored state ({result.skipped} events in range already in it)"
     hint = "start the range before the run's stored state (--from), or give replay the worker's config with --config"
-    return _explained(sys.stdout, args.run, bool(result.steps), why, hint)
+    return _explained(sys.stdout, args.run, bool(result.steps), args.topic, why, hint)
 
 
 def _check_config(
@@ -387,7 +389,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
             status = _explain_with_state(args, config, read, events, records, security)
         else:
             flat = [pe for partition in sorted(events) for pe in events[partition]]
-            status = _explain(flat, config, args.run, sys.stdout, as_json=args.json)
+            status = _explain(flat, config, args.run, sys.stdout, as_json=args.json, where=args.topic)
         return 2 if bad and args.strict else status
     stateful: with_state.StatefulReplay | None = None
     if args.with_state:

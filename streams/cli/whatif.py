@@ -35,6 +35,7 @@ from streams.errors import CommandError, file_reason
 from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
+    TABLE_LIMIT,
     TIMELINE_BUCKETS,
     SweepError,
     build_report,
@@ -82,7 +83,7 @@ def register(sub: Any) -> None:
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report with charts")
     p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
     p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
-    p.add_argument("--limit", type=non_negative_int, default=20, help="changed runs listed in the table (default 20)")
+    p.add_argument("--limit", type=non_negative_int, help=f"changed runs listed in the table (default {TABLE_LIMIT})")
     p.add_argument(
         "--buckets",
         type=positive_int,
@@ -107,11 +108,18 @@ def _load(path: Path | None, label: str, *, quiet: bool = False) -> LoadedConfig
 def run(args: argparse.Namespace) -> int:
     if args.candidate is None and args.sweep is None and args.candidate_profile is None:
         return _error(
-            "nothing to compare", hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME"
+            "nothing to compare",
+            "--candidate",
+            hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME",
         )
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
+    if args.limit is not None and args.format == "json":
+        return _error("--limit does nothing with --format json", hint="the JSON lists every changed run; leave it out")
+    if args.limit is not None and args.candidate is None and args.candidate_profile is None:
+        hint = "a sweep alone lists no changed runs; add one, or leave --limit out"
+        return _error("--limit does nothing without --candidate or --candidate-profile", hint=hint)
     if args.topic is not None:
         args.bootstrap = bootstrap_setting(args, "whatif")
     try:
@@ -184,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.buffer.write(orjson.dumps(to_json(report), option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        sys.stdout.write(render_table(report, limit=max(0, args.limit)))
+        sys.stdout.write(render_table(report, limit=TABLE_LIMIT if args.limit is None else args.limit))
     sys.stdout.flush()
     return 0
 

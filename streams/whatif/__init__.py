@@ -22,7 +22,7 @@ from streams.whatif.analysis import (
     compare,
     evaluate,
 )
-from streams.whatif.render import render_html, render_table
+from streams.whatif.render import TABLE_LIMIT, render_html, render_table
 from streams.whatif.report import Report, build_report, to_json
 from streams.whatif.sweep import (
     SWEEP_KEYS,
@@ -37,6 +37,7 @@ from streams.whatif.sweep import (
 __all__ = [
     "DECISIONS",
     "SWEEP_KEYS",
+    "TABLE_LIMIT",
     "TIMELINE_BUCKETS",
     "Comparison",
     "Evaluation",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
+from typing import Final
 
 from streams.whatif.analysis import DECISIONS, Comparison, RunChange, Tally
 from streams.whatif.charts import Series, line_chart
@@ -64,7 +65,11 @@ def _tally_delta(current: Tally, candidate: Tally) -> str:
     return ", ".join(parts) or "same counts, different decisions"
 
 
-def render_table(report: Report, *, limit: int = 20, changes_per_run: int = 10) -> str:
+#: Changed runs the terminal report lists (``whatif --limit``); the JSON lists all of them.
+TABLE_LIMIT: Final = 20
+
+
+def render_table(report: Report, *, limit: int = TABLE_LIMIT, changes_per_run: int = 10) -> str:
     """The terminal report: inputs, per-detector/agent/tool table, changed runs, sweep table."""
     counting = "every decision" if report.include_all else "published decisions"
     lines = [

@@ -258,14 +258,14 @@ def test_profiles_variable_is_named(empty: Path) -> None:
         result,
         2,
         "loopwatch replay: cannot use the profiles file (LOOPWATCH_PROFILES=missing.json5): cannot read: No such "
-        "file or directory",
+        "file or directory; check the path given to LOOPWATCH_PROFILES",
     )
     flag = lw(empty, "replay", "--events", "events.jsonl", "--profiles", "missing.json5")
     one_line(
         flag,
         2,
         "loopwatch replay: cannot use the profiles file (--profiles missing.json5): cannot read: No such file or "
-        "directory",
+        "directory; check the path given to --profiles",
     )
 
 

@@ -163,7 +163,7 @@ def test_a_missing_profiles_file_is_named_as_the_profiles_file(empty: Path, comm
     assert (result.code, result.out) == (2, "")
     assert result.err == (
         f"loopwatch {command}: cannot use the profiles file (--profiles missing.json): cannot read: No such file or "
-        "directory\n"
+        "directory; check the path given to --profiles\n"
     )
 
 

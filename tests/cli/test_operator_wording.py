@@ -230,10 +230,11 @@ def test_replay_refuses_flags_that_would_do_nothing(empty: Path, flags: list[str
     one_line(result, 2, f"loopwatch replay: {line}; see 'loopwatch replay --help'")
 
 
-def test_whatif_and_broker_refuse_flags_that_would_do_nothing(empty: Path) -> None:
+def test_whatif_replay_and_broker_refuse_what_would_do_nothing_or_name_no_place(empty: Path) -> None:
     """A second --sweep replaced the first, --buckets without --html changed nothing, the broker's security
     flags without --topic connected nothing, and a topic given twice got the last count (a QA pass)."""
     (empty / "events.jsonl").write_text("", encoding="utf-8")
+    (empty / "c.json5").write_text("{tools: {loopDetection: {enabled: true}}}", encoding="utf-8")
     sweep = ["--events", "events.jsonl", "--sweep", "warningThreshold=5..6"]
     for argv, line in (
         (["whatif", *sweep, "--sweep", "criticalThreshold=5..6"],
@@ -241,13 +242,24 @@ def test_whatif_and_broker_refuse_flags_that_would_do_nothing(empty: Path) -> No
         (["whatif", *sweep, "--buckets", "5"],
          "loopwatch whatif: --buckets does nothing without --html: add --html, or leave it out; see 'loopwatch "
          "whatif --help'"),
+        (["whatif", *sweep, "--limit", "3"],  # a fifth QA pass: --limit shortens the changed runs a candidate has
+         "loopwatch whatif: --limit does nothing without --candidate or --candidate-profile: a sweep alone lists no "
+         "changed runs; add one, or leave --limit out"),
+        (["whatif", *sweep, "--candidate", "c.json5", "--format", "json", "--limit", "3"],
+         "loopwatch whatif: --limit does nothing with --format json: the JSON lists every changed run; leave it out"),
+        (["whatif", "--events", "events.jsonl"],
+         "loopwatch whatif: nothing to compare (--candidate): give --candidate FILE and/or --sweep KEY=a..b, or "
+         "--candidate-profile NAME"),
+        (["replay", "--events", "events.jsonl", "--run", "r1"],  # the place read, as every error line names one
+         "loopwatch replay: no event of run 'r1' (events.jsonl): give a run id or scope key as it appears in the "
+         "events"),
         (["broker", "--port", "0", "--security-protocol", "SSL"],
          "loopwatch broker: --security-protocol does nothing without --topic: add --topic, or leave it out; see "
          "'loopwatch broker --help'"),
         (["broker", "--port", "0", "--topic", "t:2", "--topic", "t:3"],
          "loopwatch broker: topic t given with 2 and 3 partitions (--topic): give each topic once"),
     ):  # fmt: skip
-        one_line(lw(empty, *argv), 2, line)
+        one_line(lw(empty, *argv), 1 if "no event of run" in line else 2, line)
 
 
 def test_the_broker_refuses_topic_creation_over_a_protocol_it_does_not_serve(empty: Path) -> None:
