@@ -36,7 +36,7 @@ from streams.cli._args import (
 )
 from streams.cli._config import load_config, note_detection_off
 from streams.config_file import LoadedConfig
-from streams.detection.canonical import JS_WHITESPACE
+from streams.detection.canonical import js_trim
 from streams.errors import EXIT_FINDINGS, CommandError
 from streams.kafka import reader
 from streams.kafka.reader import KafkaSource, RecordSource
@@ -157,7 +157,7 @@ def _state_topic(args: argparse.Namespace) -> str:
 
 def _scope_arg(text: str) -> str:
     """A ``--run`` value as the scope key rule reads run ids: trimmed (JavaScript whitespace); blank is refused."""
-    trimmed = text.strip(JS_WHITESPACE)
+    trimmed = js_trim(text)
     if not trimmed:
         raise argparse.ArgumentTypeError("must name a run (a run id or a session id), not be blank")
     return trimmed
