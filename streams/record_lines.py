@@ -96,6 +96,7 @@ def dead_letter_line(d: dict[str, Any]) -> str:
     if size is None and isinstance(d.get("original"), str):
         size = len(d["original"]) * 3 // 4 - d["original"].count("=")
     kept = " (original cut)" if d.get("original_truncated") else (" (digest only)" if d.get("original") is None else "")
+    kept += " (key cut)" if d.get("key_truncated") else ""
     return (
         f"{d.get('received_at')} DEAD    {d.get('reason')} {source.get('topic')}[{source.get('partition')}]"
         f"@{source.get('offset')} key={_key_text(d.get('key'))} {size} bytes{kept} "

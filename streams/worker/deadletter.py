@@ -3,8 +3,8 @@
 A bad record must never stop its partition, and operators need enough to find and replay it: the reason (a
 closed set, also the metric label), a detail that never quotes argument or result values, the source
 coordinates and the original key and value (base64). Kafka brokers reject records above their size limit
-(1 MB by default), so the original is cut to fit :data:`MAX_RECORD_BYTES` and flagged when it does not: an
-undeliverable dead-letter record would stall the partition it is meant to protect.
+(1 MB by default), so the original is cut to fit :data:`MAX_RECORD_BYTES` and its key to :data:`MAX_KEY_BYTES`,
+each flagged when cut: an undeliverable dead-letter record would stall the partition it is meant to protect.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import orjson
 
 #: Upper bound of an encoded dead-letter record (below Kafka's default ``message.max.bytes`` of 1 MB).
 MAX_RECORD_BYTES: Final = 900_000
+#: Most bytes of a rejected record's key kept, as its dead-letter record's key and in its value: a key is a scope
+#: key (well under this), so only a hostile or broken producer's key is cut, and the record still fits.
+MAX_KEY_BYTES: Final = 4_096
 _ENVELOPE_SLACK: Final = 4_096
 
 
@@ -62,7 +65,7 @@ def dead_letter_record(
     policy: DeadLetterPolicy = DEFAULT_POLICY,
 ) -> bytes:
     """The JSON value of one ``loopwatch.dead-letter`` record."""
-    key_b64 = base64.b64encode(key).decode("ascii") if key is not None else None
+    key_b64 = base64.b64encode(dead_letter_key(key) or b"").decode("ascii") if key is not None else None
     detail = detail if len(detail) <= 1000 else detail[:997] + "..."
     budget = max_bytes - _ENVELOPE_SLACK - len(key_b64 or "") - len(detail) * 4
     keep = max(0, budget // 4 * 3)  # base64 turns 3 bytes into 4 characters
@@ -77,6 +80,10 @@ def dead_letter_record(
         "original_sha256": hashlib.sha256(original).hexdigest(),
         "received_at": rfc3339_ms(received_at_ms),
     }
+    if key is not None and len(key) > MAX_KEY_BYTES:
+        record["key_truncated"] = True
+        record["key_size"] = len(key)
+        record["key_sha256"] = hashlib.sha256(key).hexdigest()
     if policy.original == "digest":
         record["original"] = None
         record["original_size"] = len(original)
@@ -84,3 +91,11 @@ def dead_letter_record(
         record["original_truncated"] = True
         record["original_size"] = len(original)
     return orjson.dumps(record)
+
+
+def dead_letter_key(key: bytes | None) -> bytes | None:
+    """The key a dead-letter record is sent with: the rejected record's own, cut to :data:`MAX_KEY_BYTES`.
+
+    An uncut key of several hundred KB would push the record past the producer's request limit, and a dead
+    letter that cannot be sent stops the partition it is meant to keep moving."""
+    return key if key is None or len(key) <= MAX_KEY_BYTES else key[:MAX_KEY_BYTES]

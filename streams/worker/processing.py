@@ -34,7 +34,7 @@ from streams.detection import RunState
 from streams.loop_cost import LoopCost, UsageBook
 from streams.runner import step, to_verdict
 from streams.worker import envelope
-from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_record
+from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_key, dead_letter_record
 from streams.worker.envelope import StoredRun
 from streams.worker.settings import DEFAULT_STATE_CACHE_RUNS
 
@@ -153,7 +153,7 @@ def _dead(
         received_at_ms=received_at_ms,
         policy=policy,
     )
-    return DeadLetter(rec.key, value, reason)
+    return DeadLetter(dead_letter_key(rec.key), value, reason)
 
 
 class RunProcessor:

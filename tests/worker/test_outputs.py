@@ -19,7 +19,14 @@ from streams.cli.tail import Escalations, matches, topics_of
 from streams.decode import INVALID_REASONS
 from streams.kafka.client import scope_key_from_raw
 from streams.record_lines import fit, record_line
-from streams.worker.deadletter import DeadLetterPolicy, dead_letter_record, rfc3339_ms
+from streams.worker.deadletter import (
+    MAX_KEY_BYTES,
+    MAX_RECORD_BYTES,
+    DeadLetterPolicy,
+    dead_letter_key,
+    dead_letter_record,
+    rfc3339_ms,
+)
 from streams.worker.metrics import WorkerMetrics, sample_loop_lag
 from streams.worker.processing import InputRecord, plan_batch
 from streams.worker.settings import SettingsError, WorkerSettings
@@ -378,3 +385,27 @@ def test_a_redelivered_bad_record_is_dead_lettered_with_the_same_identity() -> N
 
 def _valid(rec: tuple[bytes, bytes]) -> bool:
     return not plan_batch([InputRecord("t", 0, 0, *rec)], 0).dead_letters
+
+
+def test_dead_letter_with_a_huge_key_still_fits() -> None:
+    """A hostile key of several hundred KB: without the cut its base64 alone passed the record limit and the
+    record key the producer's request limit, so the dead letter could not be sent and the partition stopped."""
+    key = b"k" * 700_000
+    original = b"y" * 600_000
+    value = dead_letter_record(
+        reason="key_mismatch", detail="d", topic="t", partition=0, offset=0, key=key, original=original,
+        received_at_ms=0,
+    )  # fmt: skip
+    assert len(value) <= MAX_RECORD_BYTES
+    record = orjson.loads(value)
+    assert base64.b64decode(record["key"]) == key[:MAX_KEY_BYTES]
+    assert record["key_truncated"] is True and record["key_size"] == len(key)
+    assert record["key_sha256"] == hashlib.sha256(key).hexdigest()
+    assert dead_letter_key(key) == key[:MAX_KEY_BYTES] and dead_letter_key(b"run-1") == b"run-1"
+    assert dead_letter_key(None) is None
+    short = orjson.loads(
+        dead_letter_record(
+            reason="x", detail="d", topic="t", partition=0, offset=0, key=b"run-1", original=b"", received_at_ms=0
+        )
+    )
+    assert "key_truncated" not in short and base64.b64decode(short["key"]) == b"run-1"
