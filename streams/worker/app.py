@@ -441,13 +441,13 @@ class LoopwatchWorker:
             flights, changelog, partitions = await stored.get()
             try:
                 metas = await changelog
+                if not self.table.should_stop:  # a closed RocksDB store would be reopened
+                    self._note_persisted(partitions, metas)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # a confirmer that died quietly would leave every later batch unsettled
                 self._fatal(exc)
                 return
-            if not self.table.should_stop:  # a closed RocksDB store would be reopened
-                self._note_persisted(partitions, metas)
             for flight in flights:
                 await acknowledge(flight)  # durable in the changelog: acknowledged even while stopping
                 self._count(flight)

@@ -398,3 +398,31 @@ def test_a_changelog_behind_the_store_is_named_from_fausts_error() -> None:
     exc = ConsistencyError(E_PERSISTED_OFFSET.format(TP("lw-runs-changelog", 3), 12, -1))
     assert changelog_behind(exc) == "lw-runs-changelog[3]"
     assert changelog_behind(ConsistencyError("other words")) == "a changelog"
+
+
+def test_a_confirmer_that_cannot_note_a_store_stops_the_worker(tmp_path: Path) -> None:
+    """Noting the confirmed changelog offsets runs under the confirmer's guard: had it raised outside it, the
+    confirmer task would have ended quietly, every later batch left unsettled and every revocation waiting."""
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    fatal: list[BaseException] = []
+    worker._fatal = fatal.append  # type: ignore[method-assign]
+    acknowledged: list[_InFlight] = []
+
+    def broken(_partitions: Any, _metas: Any) -> None:
+        raise OSError("the store is gone")
+
+    worker._note_persisted = broken  # type: ignore[method-assign]
+
+    async def acknowledge(flight: _InFlight) -> None:
+        acknowledged.append(flight)
+
+    async def run() -> None:
+        stored: asyncio.Queue[tuple[list[_InFlight], Any, list[int]]] = asyncio.Queue()
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result([])
+        stored.put_nowait(([_flight()], done, []))
+        await asyncio.wait_for(worker._confirm(stored, acknowledge), timeout=5)
+
+    asyncio.run(run())
+    assert [str(exc) for exc in fatal] == ["the store is gone"] and acknowledged == []
