@@ -10,12 +10,13 @@
 
 The count is at least once too. With bulk delivery (the worker's default) the signals reach the count as the
 events reach the worker, in batches without one Faust event each (:meth:`StormWatch.count_in_bulk`): a batch's
-tally writes and alerts are confirmed by the broker before its offsets advance. With stream delivery a send
-inside the agent is attached to the source record and published before its offset is committed. A re-counted
-signal does not count its run twice (the tally keeps runs, not verdicts) and a re-published alert keeps its
-``alert_id``. Windows follow the verdict's event time (see
-:func:`streams.worker.storm_rules.event_seconds`). What is counted and when it fires is
-:mod:`streams.worker.storm_rules`.
+alerts are confirmed by the broker before its tallies are written, and the tallies before its offsets advance.
+With stream delivery each signal's alert is confirmed before its tally is written, and the offset commits after
+both. A tally records that its key alerted, so one written before its alert was confirmed would, after a crash,
+have kept the re-counted signal from alerting again: the alert would have been lost. A re-counted signal does
+not count its run twice (the tally keeps runs, not verdicts) and a re-published alert keeps its ``alert_id``.
+Windows follow the verdict's event time (see :func:`streams.worker.storm_rules.event_seconds`). What is counted
+and when it fires is :mod:`streams.worker.storm_rules`.
 
 Why the worker makes the signals itself instead of an agent reading ``loopwatch.verdicts`` back: that agent
 took every verdict (16 % of a realistic fleet's events) through Faust's per-message path and a second JSON
@@ -57,6 +58,16 @@ _BATCH = 1000  # signals a bulk count takes at once (a few ms of work; more wait
 _INTAKE = 8000  # signals queued before the consumer stops fetching the topic
 
 
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """One key's window as a batch left it, to be written once its alerts are confirmed."""
+
+    key: str
+    ts: float  # a signal's event time in its window: the window clock when it is written
+    value: dict[str, Any]
+    source: Any  # the source partition its changelog record follows (``as_current_event``)
+
+
 @dataclass(slots=True)
 class _Bulk:
     consumer: CompatConsumer
@@ -92,6 +103,7 @@ class StormWatch:
         self._bulk: _Bulk | None = None
         self.topics: dict[str, int] = {settings.storm_signals_topic: n, settings.fleet_alerts_topic: n}
         if self.config.enabled:
+            self._capture_changelog()
             app.agent(self.signals_topic, name="loopwatch.storm-count")(self._make_count())
 
     def count_in_bulk(self, consumer: CompatConsumer, take: Take, fatal: Callable[[BaseException], None]) -> None:
@@ -102,15 +114,14 @@ class StormWatch:
         tracker = OffsetTracker()
         intake = BulkIntake(_INTAKE, on_revoked=tracker.forget)
         self._bulk = _Bulk(consumer, intake, tracker, take, fatal)
-        self._capture_changelog()
         consumer.deliver_in_bulk(self.signals_topic.get_topic_name(), intake)
 
     def _capture_changelog(self) -> None:
-        """Keep the future of every changelog record the storm table sends while a batch is counted.
+        """Keep the future of every changelog record the storm table sends while tallies are written.
 
         Faust sends a table's changelog record from its ``send_changelog`` (faust-streaming 0.15: ``on_key_set``
         calls it and drops the future). A batch's offsets may only advance once those records are confirmed, so
-        the count checks that every tally it wrote produced one (:meth:`_count_batch`): a Faust that sent them
+        the count checks that every tally it wrote produced one (:meth:`_write_tallies`): a Faust that sent them
         another way would stop the worker rather than commit unconfirmed tallies.
         """
         table = self._tallies
@@ -148,24 +159,30 @@ class StormWatch:
                     self._skip(message)
                     continue
                 try:
-                    await self._count(signal)
+                    await self._count(signal, source_partition(message.topic, message.partition))
                 except Exception:  # one bad record must not restart the agent over and over
                     log.exception("storm counter failed on %s[%s]@%s", message.topic, message.partition, message.offset)
                     self.metrics.storm_skipped.inc()
 
         return count
 
-    async def _count(self, signal: Signal) -> None:
-        for alert in self._count_window([signal]):
-            await self._send_alert(alert, attached=True)
+    async def _count(self, signal: Signal, source: Any) -> None:
+        tally, alerts = self._observe_window([signal])
+        if tally is None:
+            return
+        for alert in alerts:
+            await (await self._send_alert(alert))  # confirmed before the tally says the key alerted
+        self._write_tallies([_Tally(signal.key, signal.ts, tally, source)])  # Faust commits as for any table write
+        for alert in alerts:
             self._alerted(alert)
 
-    def _count_window(self, signals: Sequence[Signal]) -> list[FleetAlert]:
-        """Observe one key's signals of one window, in order, and write the tally once; the alerts that fired."""
+    def _observe_window(self, signals: Sequence[Signal]) -> tuple[dict[str, Any] | None, list[FleetAlert]]:
+        """Observe one key's signals of one window, in order: the tally to write (None: the kind is off) and the
+        alerts that fired."""
         first = signals[0]
         threshold = self.config.threshold(first.kind)
         if threshold <= 0:
-            return []
+            return None, []
         self._ts = first.ts  # the window clock: all of them are in its window
         tally: Any = self.table[first.key].value()
         alerts: list[FleetAlert] = []
@@ -173,13 +190,32 @@ class StormWatch:
             tally, fired = observe(tally, signal, threshold)
             if fired:
                 alerts.append(alert_of(signal, tally, threshold, self.config.window_seconds))
-        self.table[first.key] = tally
-        return alerts
+        return tally, alerts
+
+    def _write_tallies(self, tallies: Sequence[_Tally]) -> list[Any]:
+        """Write each tally once; the futures of their changelog records.
+
+        Every tally written must have sent a changelog record (:meth:`_capture_changelog`): the offsets they
+        cover advance only once those are confirmed."""
+        sends: list[Any] = []
+        self._sends = sends
+        try:
+            for tally in tallies:
+                written = len(sends)
+                with as_current_event(tally.source):
+                    self._ts = tally.ts
+                    self.table[tally.key] = tally.value
+                if len(sends) == written:
+                    raise RuntimeError("the storm table sent no changelog record for a tally it wrote")
+        finally:
+            self._sends = None
+        return sends
 
     # --- count in bulk -------------------------------------------------------------------------------------
 
     async def _count_bulk(self, bulk: _Bulk) -> None:
-        """Count batches of signals, one at a time: tallies written and alerts sent, confirmed, then committed.
+        """Count batches of signals, one at a time: alerts confirmed, then tallies written and confirmed, then
+        committed.
 
         The same rules as the worker's events (:meth:`LoopwatchWorker._run_bulk`): records a revocation came
         after are never started, a started batch holds the revocation until its offsets have advanced.
@@ -201,9 +237,9 @@ class StormWatch:
                 return  # shutting down: not counted, not committed; redelivered
             intake.begin()  # no await since the epoch check: a revocation now waits for the settle
             try:
-                sends, alerts = self._count_batch(taken.records)
-                sends += [await self._send_alert(alert, attached=False) for alert in alerts]
-                await asyncio.gather(*sends)
+                tallies, alerts = self._tally_batch(taken.records)
+                await asyncio.gather(*[await self._send_alert(alert) for alert in alerts])
+                await asyncio.gather(*self._write_tallies(tallies))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -216,10 +252,9 @@ class StormWatch:
             for alert in alerts:
                 self._alerted(alert)
 
-    def _count_batch(self, records: Sequence[InputRecord]) -> tuple[list[Any], list[FleetAlert]]:
-        """Count a batch into the tallies: the futures of their changelog records, and the alerts to send. Each
-        window of a key is read and written once per batch, its signals observed in offset order (a key's
-        signals share one partition)."""
+    def _tally_batch(self, records: Sequence[InputRecord]) -> tuple[list[_Tally], list[FleetAlert]]:
+        """Count a batch: each key's window as it leaves it (read once, its signals observed in offset order: a
+        key's signals share one partition), and the alerts that fired. Nothing is written yet."""
         groups: dict[tuple[str, float], list[Signal]] = {}
         sources: dict[str, Any] = {}
         window = self.config.window_seconds
@@ -232,32 +267,25 @@ class StormWatch:
             groups.setdefault((signal.key, window_start(signal.ts, window)), []).append(signal)
             if signal.key not in sources:
                 sources[signal.key] = source_partition(rec.topic, rec.partition)
+        tallies: list[_Tally] = []
         alerts: list[FleetAlert] = []
-        sends: list[Any] = []
-        self._sends = sends
-        try:
-            for signals in groups.values():
-                first = signals[0]
-                written = len(sends)
-                try:
-                    with as_current_event(sources[first.key]):
-                        alerts += self._count_window(signals)
-                except Exception:  # one bad key must not stop the count, as with one bad record
-                    log.exception("storm counter failed on %d signals of %s", len(signals), first.key)
-                    self.metrics.storm_skipped.inc(len(signals))
-                    continue
-                if len(sends) == written and self.config.threshold(first.kind) > 0:
-                    raise RuntimeError("the storm table sent no changelog record for a tally it wrote")
-        finally:
-            self._sends = None
-        return sends, alerts
+        for signals in groups.values():
+            first = signals[0]
+            try:
+                tally, fired = self._observe_window(signals)
+            except Exception:  # one bad key must not stop the count, as with one bad record
+                log.exception("storm counter failed on %d signals of %s", len(signals), first.key)
+                self.metrics.storm_skipped.inc(len(signals))
+                continue
+            if tally is not None:
+                tallies.append(_Tally(first.key, first.ts, tally, sources[first.key]))
+                alerts += fired
+        return tallies, alerts
 
-    async def _send_alert(self, alert: FleetAlert, *, attached: bool) -> Any:
-        """Send ``alert``; the future of its confirmation. Inside the per-message agent the send is ``attached``
-        to the source record (published before its offset commits); a bulk count has no current event, sends
-        at once and waits for the confirmation with its batch."""
+    async def _send_alert(self, alert: FleetAlert) -> Any:
+        """Send ``alert`` at once (not held for the source record's commit); the future of its confirmation."""
         value = alert.model_dump_json().encode()
-        return await self.alerts_topic.send(key=alert.key.encode(), value=value, force=not attached)
+        return await self.alerts_topic.send(key=alert.key.encode(), value=value, force=True)
 
     def _alerted(self, alert: FleetAlert) -> None:
         self.metrics.fleet_alerts.labels(kind=alert.kind, detector=alert.detector).inc()

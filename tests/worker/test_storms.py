@@ -1,5 +1,6 @@
 """The storm count in bulk (streams.worker.storms): the same tallies and alerts as counting one signal at a
-time, one table write per key and window in a batch, and offsets that advance only once confirmed.
+time, one table write per key and window in a batch, alerts confirmed before the tallies that record them, and
+offsets that advance only once confirmed.
 
 A real Faust table on the memory store, outside a running app: its changelog records are queued to a producer
 that never sends them, so their futures stay pending until a test resolves them.
@@ -48,9 +49,7 @@ def event_loop_set() -> Iterator[None]:
 def watch(tmp_path: Path, config: StormConfig = CONFIG) -> StormWatch:
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), storms=config)
     app = faust.App("storms-test", broker="kafka://127.0.0.1:1", store="memory://", autodiscover=False)
-    storms = StormWatch(app, settings, WorkerMetrics(process=False))
-    storms._capture_changelog()
-    return storms
+    return StormWatch(app, settings, WorkerMetrics(process=False))
 
 
 def records(signals: list[Signal], first_offset: int = 0) -> list[InputRecord]:
@@ -107,7 +106,8 @@ def test_counting_in_batches_gives_the_tallies_and_alerts_of_counting_one_signal
     batch = records(signals)
     alerts: list[FleetAlert] = []
     for lo, hi in zip([0, *sorted(cuts)], [*sorted(cuts), len(batch)], strict=True):
-        sends, fired = storms._count_batch(batch[lo:hi])
+        tallies, fired = storms._tally_batch(batch[lo:hi])
+        sends = storms._write_tallies(tallies)
         windows = {(s.key, window_start(s.ts, WINDOW)) for s in signals[lo:hi]}
         assert len(sends) == len(windows)  # one tally write, and one changelog record, per key and window
         alerts += fired
@@ -121,7 +121,7 @@ def test_unreadable_records_are_skipped_and_counted_and_the_rest_is_counted(tmp_
     storms = watch(tmp_path)
     good = records([s for run in ("r1", "r2", "r3") for s in signals_of(verdict(run), NOW, CONFIG)])
     bad = InputRecord(SIGNALS, 0, 99, b"k", b"{not json")
-    _, alerts = storms._count_batch([good[0], bad, *good[1:]])
+    _, alerts = storms._tally_batch([good[0], bad, *good[1:]])
     assert [a.kind for a in alerts] == ["signature"]  # 3 runs: the signature storm fires, the agent one not yet
     assert storms.metrics.storm_skipped._value.get() == 1
 
@@ -133,7 +133,7 @@ def test_a_tally_written_without_a_changelog_record_stops_the_count(tmp_path: Pa
     table = storms._tallies
     table.send_changelog = type(table).send_changelog.__get__(table)  # Faust's own, not captured
     with pytest.raises(RuntimeError, match="no changelog record"):
-        storms._count_batch(records(signals_of(verdict(), NOW, CONFIG)))
+        storms._write_tallies(storms._tally_batch(records(signals_of(verdict(), NOW, CONFIG)))[0])
 
 
 class _Consumer:
@@ -162,14 +162,14 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
         return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
 
     sent: list[Any] = []
-    count_batch = storms._count_batch
+    write_tallies = storms._write_tallies
 
-    def keep(recs: list[InputRecord]) -> tuple[list[Any], list[FleetAlert]]:
-        sends, alerts = count_batch(recs)
+    def keep(tallies: Any) -> list[Any]:
+        sends = write_tallies(tallies)
         sent.extend(sends)
-        return sends, alerts
+        return sends
 
-    storms._count_batch = keep  # type: ignore[method-assign]
+    storms._write_tallies = keep  # type: ignore[method-assign]
 
     async def scenario() -> None:
         from streams.worker.storms import _Bulk
@@ -191,3 +191,55 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
         await asyncio.gather(counting, return_exceptions=True)
 
     asyncio.get_event_loop().run_until_complete(scenario())
+
+
+def test_a_tally_is_written_only_once_its_alert_is_confirmed(tmp_path: Path) -> None:
+    """A tally records that its key alerted. Written before the alert was confirmed, a crash in between left a
+    tally that kept the re-counted signals from alerting again: the alert was lost for good."""
+    storms = watch(tmp_path)
+    consumer = _Consumer()
+    tracker = OffsetTracker()
+    intake = BulkIntake(100, on_revoked=tracker.forget)
+    tp = TP(SIGNALS, 0)
+    signals = [s for run in ("r1", "r2", "r3") for s in signals_of(verdict(run), NOW, CONFIG)]
+    batch = records(signals, first_offset=5)
+    alerts_sent: list[tuple[FleetAlert, asyncio.Future[Any]]] = []
+
+    async def send_alert(alert: FleetAlert) -> asyncio.Future[Any]:
+        confirmed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        alerts_sent.append((alert, confirmed))
+        return confirmed
+
+    storms._send_alert = send_alert  # type: ignore[method-assign]
+    writes: list[Any] = []
+    write_tallies = storms._write_tallies
+
+    def keep(tallies: Any) -> list[Any]:
+        sends = write_tallies(tallies)
+        writes.extend(sends)
+        return sends
+
+    storms._write_tallies = keep  # type: ignore[method-assign]
+
+    async def take(c: Any, queued: BulkIntake, most: int, _t: Any) -> Taken | None:
+        chunks = queued.take(most)
+        recs = [rec for chunk in chunks for rec in chunk.records]
+        return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
+
+    async def scenario() -> None:
+        from streams.worker.storms import _Bulk
+
+        bulk = _Bulk(consumer, intake, tracker, take, fatal=lambda exc: pytest.fail(str(exc)))  # type: ignore[arg-type]
+        counting = asyncio.ensure_future(storms._count_bulk(bulk))
+        intake.put(tp, batch, 1, 1)
+        for _ in range(50):  # bounded: the batch is counted and waits for its alert's confirmation
+            await asyncio.sleep(0)
+        assert [a.kind for a, _ in alerts_sent] == ["signature"]  # three runs: the signature storm fires
+        assert writes == [] and consumer.advanced == []  # no tally says so before the broker has the alert
+        counting.cancel()  # the worker dies here
+        await asyncio.gather(counting, return_exceptions=True)
+
+    asyncio.get_event_loop().run_until_complete(scenario())
+    first = alerts_sent[0][0]
+    _, again = storms._tally_batch(batch)  # redelivered to the next owner: it alerts again, with the same id
+    assert [a.alert_id for a in again] == [first.alert_id]
