@@ -111,6 +111,7 @@ from aiokafka.errors import IllegalStateError, KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from streams.kafka.client import stop_consumer
+from streams.kafka.lease import OwnershipLease
 from streams.kafka.security import KafkaSecurity
 from streams.kafka.thread_loop import new_thread_loop
 from streams.topics import leader_topic
@@ -343,6 +344,30 @@ def _leave_group_even_for_generation_zero(consumer: AIOKafkaConsumer) -> bool:
     return True
 
 
+# --- heartbeats confirm the ownership lease ---------------------------------------------------------------
+
+
+def _confirm_ownership_by_heartbeats(consumer: AIOKafkaConsumer, lease: OwnershipLease) -> None:
+    """Every heartbeat this consumer's coordinator sends and sees answered confirms ``lease`` from when it was
+    sent (:mod:`streams.kafka.lease`). aiokafka's ``_do_heartbeat`` returns True for "no error" and for "rebalance
+    in progress", both of which keep the session. Without it the lease would lapse after one session and the
+    worker would stop writing, so a changed aiokafka stops the worker at start instead."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    original = getattr(coordinator, "_do_heartbeat", None)
+    if coordinator is None or original is None:
+        raise KafkaCompatError("aiokafka internals changed: heartbeats cannot confirm partition ownership")
+    heartbeat = cast(Callable[[], Awaitable[bool]], original)
+
+    async def do_heartbeat() -> bool:
+        sent = time.monotonic()
+        answered = await heartbeat()
+        if answered is True:
+            lease.confirmed(sent)
+        return answered
+
+    coordinator._do_heartbeat = do_heartbeat
+
+
 # --- positions of partitions without a committed offset ----------------------------------------------------
 
 
@@ -505,6 +530,8 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer = self._consumer
         if self.compat_options.leave_group_generation_zero and consumer is not None and not self.app.client_only:
             _leave_group_even_for_generation_zero(consumer)
+        if consumer is not None and not self.app.client_only:
+            _confirm_ownership_by_heartbeats(consumer, cast(CompatConsumer, self.consumer).lease)
         self._ahead: dict[Any, _Ahead] = {}
         if self.compat_options.take_ahead and consumer is not None and not self.app.client_only:
             self.add_future(self._take_ahead(consumer))
@@ -719,6 +746,8 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._bulk_positions: dict[Any, int] = {}  # durably processed up to here, not committed yet
         self._throttled: dict[str, set[Any]] = {}  # bulk topic -> partitions paused in aiokafka: its sink is full
         self._bulk_standbys = False  # standby changelog records written to the store per fetch (see below)
+        conf = self.app.conf
+        self.lease = OwnershipLease(conf.broker_session_timeout, conf.broker_rebalance_timeout)
 
     @property
     def compat_options(self) -> CompatOptions:
@@ -1092,6 +1121,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         return position if position is not None else super()._new_offset(tp)
 
     async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        self.lease.assigned(time.monotonic())
         self._bulk_epoch += 1
         self._revoking = False
         self._throttled.clear()  # a new aiokafka assignment starts unpaused; Faust pauses and resumes from here
@@ -1113,6 +1143,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         )  # fmt: skip
 
     async def on_partitions_revoked(self, revoked: set[Any]) -> None:
+        self.lease.revoking(time.monotonic())
         if self._bulk:
             # Nothing taken before this point may be started, or acknowledged, once the partitions move on:
             # wait for the sinks' batches in flight, commit what they made durable, then let Faust go on.

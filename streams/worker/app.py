@@ -30,7 +30,9 @@ nothing re-published; an event whose state was not stored is applied again, from
 produces the same verdicts (same ``verdict_id``, same bytes). Any error before acknowledgement ends the
 process (no acknowledgement, no commit): the next owner gets the events again. A revocation first waits for
 every batch in flight (stream: Faust waits for unacknowledged events; bulk: :class:`BulkIntake` waits for
-begun batches), so no state of a partition is written after its next owner may have started. Nothing here
+begun batches), and a state is written only while the worker surely still owns its partition (a frozen worker
+whose session expired may not know it has lost it: :mod:`streams.kafka.lease`), so no state of a partition is
+written after its next owner may have started. Nothing here
 depends on the embedded broker, apart from the remedies of :mod:`streams.kafka.compat` and
 :mod:`streams.kafka.embedded`.
 """
@@ -60,6 +62,7 @@ from streams.config_file import LoadedConfig
 from streams.errors import EXIT_FATAL, EXIT_UNAVAILABLE
 from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.kafka.embedded import shorten_fetch_wait
+from streams.kafka.lease import OwnershipLost
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.bulk import BulkIntake, Chunk, Taken
@@ -213,7 +216,7 @@ class LoopwatchWorker:
         # Faust writes recovered states into the store past the worker: the index is rebuilt after each change.
         app.on_partitions_revoked.connect(self._store_changed_behind)
         app.on_partitions_assigned.connect(self._store_changed_behind)
-        self.storms = StormWatch(app, settings, metrics)
+        self.storms = StormWatch(app, settings, metrics, owning=self._owning)
         consumer = cast(CompatConsumer, app.consumer)
         metrics.read_consumer_rereads(lambda: consumer.rereads)
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
@@ -597,6 +600,7 @@ class LoopwatchWorker:
         for start in range(0, len(newest), _STORE_CHUNK):
             if start:
                 await asyncio.sleep(0)  # a batch waiting for the lock takes it now
+            await self._owning()
             async with self._lock:
                 if self.table.should_stop:
                     return None
@@ -752,6 +756,8 @@ class LoopwatchWorker:
                 await self.sweep()
             except asyncio.CancelledError:
                 raise
+            except OwnershipLost as exc:  # deletes no more than states: another member may own them now
+                self._fatal(exc)
             except Exception:
                 log.exception("state sweep failed; retrying at the next interval")
 
@@ -815,6 +821,7 @@ class LoopwatchWorker:
         data = self.table.data
         index = self._expiry
         sends = []
+        await self._owning()
         async with self._lock:
             if app.rebalancing or app.in_recovery or app.should_stop:
                 return None
@@ -884,6 +891,13 @@ class LoopwatchWorker:
             gauge.labels(partition=str(partition)).set(max(0, highwater - position))
 
     # --- running -----------------------------------------------------------------------------------------
+
+    async def _owning(self) -> None:
+        """Return once this worker surely still owns its partitions, before it writes their states; raise
+        :class:`~streams.kafka.lease.OwnershipLost` once it may not (a late writer would roll runs back)."""
+        lease = getattr(self.app.consumer, "lease", None)
+        if lease is not None:
+            await lease.wait_owned()
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical("stopping the worker without acknowledging the current batch: %r", exc, exc_info=exc)

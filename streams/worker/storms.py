@@ -16,7 +16,8 @@ both. A tally records that its key alerted, so one written before its alert was 
 have kept the re-counted signal from alerting again: the alert would have been lost. A re-counted signal does
 not count its run twice (the tally keeps runs, not verdicts) and a re-published alert keeps its ``alert_id``.
 Windows follow the verdict's event time (see :func:`streams.worker.storm_rules.event_seconds`). What is counted
-and when it fires is :mod:`streams.worker.storm_rules`.
+and when it fires is :mod:`streams.worker.storm_rules`. Tallies are written only while the worker owns their
+partitions (:mod:`streams.kafka.lease`).
 
 Why the worker makes the signals itself instead of an agent reading ``loopwatch.verdicts`` back: that agent
 took every verdict (16 % of a realistic fleet's events) through Faust's per-message path and a second JSON
@@ -39,6 +40,7 @@ import faust
 from schemas import Verdict
 from schemas.fleet_alert import FleetAlert
 from streams.kafka.compat import CompatConsumer
+from streams.kafka.lease import OwnershipLost
 from streams.topics import STORM_TABLE
 from streams.worker.bulk import BulkIntake, Taken
 from streams.worker.event_context import as_current_event, source_partition
@@ -77,13 +79,24 @@ class _Bulk:
     fatal: Callable[[BaseException], None]
 
 
+async def _owned() -> None:
+    """Ownership not checked (a count outside a worker)."""
+
+
 class StormWatch:
     """Registers the storm-count agent and table on ``app`` and makes the signals; nothing runs when both
     thresholds are 0."""
 
-    def __init__(self, app: faust.App, settings: WorkerSettings, metrics: WorkerMetrics) -> None:
+    def __init__(
+        self,
+        app: faust.App,
+        settings: WorkerSettings,
+        metrics: WorkerMetrics,
+        owning: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.config: StormConfig = settings.storms
         self.metrics = metrics
+        self._owning = owning or _owned
         self._ts = 0.0  # event time of the signal being counted (the window clock)
         n = settings.partitions
         window = self.config.window_seconds
@@ -160,6 +173,8 @@ class StormWatch:
                     continue
                 try:
                     await self._count(signal, source_partition(message.topic, message.partition))
+                except OwnershipLost:
+                    raise  # the agent's end stops the worker: nothing more is written
                 except Exception:  # one bad record must not restart the agent over and over
                     log.exception("storm counter failed on %s[%s]@%s", message.topic, message.partition, message.offset)
                     self.metrics.storm_skipped.inc()
@@ -172,6 +187,7 @@ class StormWatch:
             return
         for alert in alerts:
             await (await self._send_alert(alert))  # confirmed before the tally says the key alerted
+        await self._owning()  # no tally written for partitions another member may own by now
         self._write_tallies([_Tally(signal.key, signal.ts, tally, source)])  # Faust commits as for any table write
         for alert in alerts:
             self._alerted(alert)
@@ -239,6 +255,7 @@ class StormWatch:
             try:
                 tallies, alerts = self._tally_batch(taken.records)
                 await asyncio.gather(*[await self._send_alert(alert) for alert in alerts])
+                await self._owning()
                 await asyncio.gather(*self._write_tallies(tallies))
             except asyncio.CancelledError:
                 raise

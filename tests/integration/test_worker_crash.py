@@ -7,13 +7,17 @@ the changelog equals a crash-free run's. ``LOOPWATCH_TEST_SEED`` picks other kil
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streams.errors import EXIT_FATAL
+from streams.kafka.compat import EMBEDDED_SESSION_TIMEOUT
 from tests.support.worker import (
     Feeder,
     WorkerProcess,
@@ -118,3 +122,63 @@ def test_two_workers_share_partitions_and_take_over(broker: Any, tmp_path: Path)
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_frozen_worker_writes_nothing_once_its_partitions_moved_on(broker: Any, tmp_path: Path) -> None:
+    """SIGSTOP a worker mid-drain for twice the session, let the other take its partitions over and finish
+    every event, then SIGCONT it. It resumes with batches whose verdicts were sent but whose states were not
+    stored; written now, they would end the changelog with older states of those runs than the new owner's
+    (the final check below). It must stop without writing (its ownership lease lapsed: streams.kafka.lease),
+    or, had it nothing in flight, rejoin."""
+    bootstrap = bootstrap_of(broker)
+    names = new_names("frozen")
+    config = write_config(tmp_path)
+    events = fleet_traffic(6000, seed=13)
+    first = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="a").start()
+    second = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="b")
+    frozen = False
+    try:
+        first.wait_ready()
+        second.start().wait_ready()
+
+        def split() -> bool:
+            owned = [{k for k in w.metrics() if k.startswith("loopwatch_consumer_lag{")} for w in (first, second)]
+            return all(owned) and not owned[0] & owned[1]
+
+        wait_for(split, 60, "both workers own partitions")
+        feeder = Feeder(bootstrap, names.events, keyed(events), chunk=1000, pause=0.0).start()
+        wait_for(lambda: metric(first.metrics(), "loopwatch_events_total") > 300, 60, "first worker draining")
+        os.kill(first.pid, signal.SIGSTOP)
+        frozen = True
+        feeder.join()
+        time.sleep(2 * EMBEDDED_SESSION_TIMEOUT)  # its session expires: the group goes on without it
+        want = set(replay_published(events, config))
+        wait_complete(bootstrap, names, [second], want, 150)  # the other owns every partition and is done
+        os.kill(first.pid, signal.SIGCONT)
+        frozen = False
+        ended = wait_until_exit(first, 30)
+        time.sleep(2.0)  # anything it still wrote has reached the broker
+        duplicates, got = check_stream(bootstrap, names, events, config)
+        assert len(got) == len(want) > 50
+        if ended is not None:
+            assert ended == EXIT_FATAL
+            assert "can no longer be sure that it owns its partitions" in first.log()
+        second.assert_no_errors()
+        print(f"frozen worker: {'stopped without writing' if ended is not None else 'rejoined'}, {duplicates} dups")
+    finally:
+        if frozen:
+            os.kill(first.pid, signal.SIGCONT)
+        first.stop()
+        second.stop()
+
+
+def wait_until_exit(worker: WorkerProcess, timeout: float) -> int | None:
+    """The worker's exit status once it ends within ``timeout`` seconds, else None (it is still running)."""
+    assert worker.proc is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = worker.proc.poll()
+        if status is not None:
+            return status
+        time.sleep(0.1)
+    return None
