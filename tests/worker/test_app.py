@@ -8,6 +8,7 @@ sleeps and the work on either side are replaced, so the boundaries are exact and
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from streams.config_file import LoadedConfig
+from streams.kafka.lease import OwnershipLost
 from streams.worker import app as worker_app
 from streams.worker.app import (
     _MIN_BATCH,
@@ -365,6 +367,7 @@ def test_a_store_step_lets_a_waiting_batch_take_the_lock_between_its_chunks(tmp_
     worker.table = table  # type: ignore[assignment]
     worker.app.producer = _Producer()  # type: ignore[assignment]
     worker.processor.encode = lambda key, run: b"state"  # type: ignore[method-assign]
+    worker.app.consumer.lease.assigned(time.monotonic())  # type: ignore[attr-defined]  # owned: it may write
 
     async def run() -> None:
         worker._pending_states.update(states)  # type: ignore[arg-type]
@@ -426,3 +429,30 @@ def test_a_confirmer_that_cannot_note_a_store_stops_the_worker(tmp_path: Path) -
 
     asyncio.run(run())
     assert [str(exc) for exc in fatal] == ["the store is gone"] and acknowledged == []
+
+
+def test_a_store_step_writes_nothing_once_ownership_is_lost(tmp_path: Path) -> None:
+    """A worker that cannot vouch for owning its partitions (a revocation begun and no heartbeat answered:
+    streams.kafka.lease) writes no state at all; the acker then stops the worker."""
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    data: dict[bytes, bytes] = {}
+
+    class _Table:
+        should_stop = False
+
+    table = _Table()
+    table.data = data  # type: ignore[attr-defined]
+    worker.table = table  # type: ignore[assignment]
+    lease = worker.app.consumer.lease  # type: ignore[attr-defined]
+    lease.assigned(time.monotonic() - 2 * lease.session_timeout)  # frozen since, unknowingly evicted
+    lease.revoking(time.monotonic())
+
+    async def run() -> None:
+        flight = _flight()
+        flight.writes = [(b"run-1", object(), 0, source_partition("ev", 0))]  # type: ignore[list-item]
+        with pytest.raises(OwnershipLost):
+            await asyncio.wait_for(worker._store([flight]), 5)
+
+    asyncio.run(run())
+    assert data == {}
