@@ -90,12 +90,7 @@ def test_sigkill_at_random_points(broker: Any, tmp_path: Path, default_seed: int
 
 def test_two_workers_share_partitions_and_take_over(broker: Any, tmp_path: Path) -> None:
     """A second worker joins mid-stream (rebalance), both share the partitions, then the first is killed."""
-    bootstrap = bootstrap_of(broker)
-    names = new_names("group")
-    config = write_config(tmp_path)
-    events = fleet_traffic(4000, seed=7)
-    first = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="a").start()
-    second = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="b")
+    bootstrap, names, config, events, first, second = _two_workers(broker, tmp_path, "group", 4000, seed=7)
     try:
         first.wait_ready()
         feeder = Feeder(bootstrap, names.events, keyed(events), chunk=100, pause=0.35).start()
@@ -130,12 +125,7 @@ def test_a_frozen_worker_writes_nothing_once_its_partitions_moved_on(broker: Any
     not stored (under steady traffic a store step gathers for up to 0.2 s); written now, they would end the
     changelog with older states of those runs than the new owner's (the final check below). It must stop
     without writing: its ownership lease lapsed (streams.kafka.lease)."""
-    bootstrap = bootstrap_of(broker)
-    names = new_names("frozen")
-    config = write_config(tmp_path)
-    events = fleet_traffic(12000, seed=13)
-    first = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="a").start()
-    second = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="b")
+    bootstrap, names, config, events, first, second = _two_workers(broker, tmp_path, "frozen", 12000, seed=13)
     frozen = False
     try:
         first.wait_ready()
@@ -170,6 +160,19 @@ def test_a_frozen_worker_writes_nothing_once_its_partitions_moved_on(broker: Any
             os.kill(first.pid, signal.SIGCONT)
         first.stop()
         second.stop()
+
+
+def _two_workers(
+    broker: Any, tmp_path: Path, tag: str, count: int, *, seed: int
+) -> tuple[str, Any, Path, list[dict[str, Any]], WorkerProcess, WorkerProcess]:
+    """A group's names, config and fleet traffic, its first worker started and its second not yet (memory
+    stores: every takeover restores the state from the changelog)."""
+    bootstrap = bootstrap_of(broker)
+    names = new_names(tag)
+    config = write_config(tmp_path)
+    first = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="a").start()
+    second = WorkerProcess(bootstrap, names, tmp_path, config=config, store="memory", name="b")
+    return bootstrap, names, config, fleet_traffic(count, seed=seed), first, second
 
 
 def wait_until_exit(worker: WorkerProcess, timeout: float) -> int | None:

@@ -136,6 +136,46 @@ def test_a_tally_written_without_a_changelog_record_stops_the_count(tmp_path: Pa
         storms._write_tallies(storms._tally_batch(records(signals_of(verdict(), NOW, CONFIG)))[0])
 
 
+def _take(tp: Any) -> Any:
+    """The worker's ``_take_admitted`` as the bulk count sees it: the batch queued, up to the next offset."""
+
+    async def take(c: Any, queued: BulkIntake, most: int, _t: Any) -> Taken | None:
+        chunks = queued.take(most)
+        recs = [rec for chunk in chunks for rec in chunk.records]
+        return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
+
+    return take
+
+
+async def _count_one_batch(
+    storms: StormWatch, consumer: Any, intake: BulkIntake, tracker: OffsetTracker, tp: Any, batch: list[InputRecord]
+) -> asyncio.Future[None]:
+    """Start the bulk count and hand it ``batch``; its task, after 50 turns of the loop (bounded: the batch is
+    counted and waits for a confirmation)."""
+    from streams.worker.storms import _Bulk
+
+    bulk = _Bulk(consumer, intake, tracker, _take(tp), fatal=lambda exc: pytest.fail(str(exc)))
+    counting = asyncio.ensure_future(storms._count_bulk(bulk))
+    intake.put(tp, batch, 1, 1)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    return counting
+
+
+def _keep_writes(storms: StormWatch) -> list[Any]:
+    """The futures of every changelog record the count's tally writes send, as they are sent."""
+    sent: list[Any] = []
+    write_tallies = storms._write_tallies
+
+    def keep(tallies: Any) -> list[Any]:
+        sends = write_tallies(tallies)
+        sent.extend(sends)
+        return sends
+
+    storms._write_tallies = keep  # type: ignore[method-assign]
+    return sent
+
+
 class _Consumer:
     """What the bulk count asks of the consumer: its delivery epoch, and the positions it may commit."""
 
@@ -156,29 +196,10 @@ def test_a_batch_advances_its_offsets_only_once_its_tallies_are_confirmed(tmp_pa
     tp = TP(SIGNALS, 0)
     batch = records(signals_of(verdict(), NOW, CONFIG), first_offset=5)
 
-    async def take(c: Any, queued: BulkIntake, most: int, _t: Any) -> Taken | None:
-        chunks = queued.take(most)
-        recs = [rec for chunk in chunks for rec in chunk.records]
-        return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
-
-    sent: list[Any] = []
-    write_tallies = storms._write_tallies
-
-    def keep(tallies: Any) -> list[Any]:
-        sends = write_tallies(tallies)
-        sent.extend(sends)
-        return sends
-
-    storms._write_tallies = keep  # type: ignore[method-assign]
+    sent = _keep_writes(storms)
 
     async def scenario() -> None:
-        from streams.worker.storms import _Bulk
-
-        bulk = _Bulk(consumer, intake, tracker, take, fatal=lambda exc: pytest.fail(str(exc)))  # type: ignore[arg-type]
-        counting = asyncio.ensure_future(storms._count_bulk(bulk))
-        intake.put(tp, batch, 1, 1)
-        for _ in range(50):  # bounded: the batch is counted and waits for its changelog records
-            await asyncio.sleep(0)
+        counting = await _count_one_batch(storms, consumer, intake, tracker, tp, batch)  # waits for its changelog
         assert len(sent) == 2 and consumer.advanced == []  # sent, not confirmed: nothing may be committed
         revoked = asyncio.ensure_future(intake.revoked({tp}))
         await asyncio.sleep(0)
@@ -211,29 +232,10 @@ def test_a_tally_is_written_only_once_its_alert_is_confirmed(tmp_path: Path) -> 
         return confirmed
 
     storms._send_alert = send_alert  # type: ignore[method-assign]
-    writes: list[Any] = []
-    write_tallies = storms._write_tallies
-
-    def keep(tallies: Any) -> list[Any]:
-        sends = write_tallies(tallies)
-        writes.extend(sends)
-        return sends
-
-    storms._write_tallies = keep  # type: ignore[method-assign]
-
-    async def take(c: Any, queued: BulkIntake, most: int, _t: Any) -> Taken | None:
-        chunks = queued.take(most)
-        recs = [rec for chunk in chunks for rec in chunk.records]
-        return Taken(c.bulk_epoch, chunks, recs, {tp: recs[-1].offset + 1})
+    writes = _keep_writes(storms)
 
     async def scenario() -> None:
-        from streams.worker.storms import _Bulk
-
-        bulk = _Bulk(consumer, intake, tracker, take, fatal=lambda exc: pytest.fail(str(exc)))  # type: ignore[arg-type]
-        counting = asyncio.ensure_future(storms._count_bulk(bulk))
-        intake.put(tp, batch, 1, 1)
-        for _ in range(50):  # bounded: the batch is counted and waits for its alert's confirmation
-            await asyncio.sleep(0)
+        counting = await _count_one_batch(storms, consumer, intake, tracker, tp, batch)  # waits for its alert
         assert [a.kind for a, _ in alerts_sent] == ["signature"]  # three runs: the signature storm fires
         assert writes == [] and consumer.advanced == []  # no tally says so before the broker has the alert
         counting.cancel()  # the worker dies here
