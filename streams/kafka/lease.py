@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Final, Literal
 
 __all__ = ["LOST", "MARGIN", "OWNED", "UNSURE", "Ownership", "OwnershipLease", "OwnershipLost"]
@@ -76,19 +77,23 @@ class OwnershipLease:
             return OWNED
         return LOST if since is not None else UNSURE
 
-    async def wait_owned(self) -> None:
-        """Return once the partitions are owned; raise :class:`OwnershipLost` once they may not be.
+    async def wait_owned(self, stopping: Callable[[], bool] = lambda: False) -> bool:
+        """True once the partitions are owned; False while unsure once ``stopping()`` (a stopping member, whose
+        heartbeats have ended, writes nothing instead of waiting); raise :class:`OwnershipLost` once they may
+        not be owned.
 
         Unsure does not last: the next heartbeat's answer confirms the session, or it tells aiokafka to join
         again, which begins with a revocation (then lost)."""
         while True:
             state = self.state(time.monotonic())
             if state == OWNED:
-                return
+                return True
             if state == LOST:
                 raise OwnershipLost(
                     "this worker can no longer be sure that it owns its partitions (no heartbeat answered for"
                     f" {self.session_timeout:g} s, or a revocation longer than {self.rebalance_timeout:g} s):"
                     " it stops without writing, and its events are applied again by their owner"
                 )
+            if stopping():
+                return False
             await asyncio.sleep(_POLL)

@@ -600,7 +600,8 @@ class LoopwatchWorker:
         for start in range(0, len(newest), _STORE_CHUNK):
             if start:
                 await asyncio.sleep(0)  # a batch waiting for the lock takes it now
-            await self._owning()
+            if not await self._owning():
+                return None  # stopping, ownership unconfirmed: nothing more is stored, the rest is redelivered
             async with self._lock:
                 if self.table.should_stop:
                     return None
@@ -821,7 +822,8 @@ class LoopwatchWorker:
         data = self.table.data
         index = self._expiry
         sends = []
-        await self._owning()
+        if not await self._owning():
+            return None
         async with self._lock:
             if app.rebalancing or app.in_recovery or app.should_stop:
                 return None
@@ -892,12 +894,14 @@ class LoopwatchWorker:
 
     # --- running -----------------------------------------------------------------------------------------
 
-    async def _owning(self) -> None:
-        """Return once this worker surely still owns its partitions, before it writes their states; raise
-        :class:`~streams.kafka.lease.OwnershipLost` once it may not (a late writer would roll runs back)."""
+    async def _owning(self) -> bool:
+        """True once this worker surely still owns its partitions, before it writes their states; False if it
+        is stopping meanwhile (it writes nothing more); raise :class:`~streams.kafka.lease.OwnershipLost` once it
+        may not own them (a late writer would roll runs back)."""
         lease = getattr(self.app.consumer, "lease", None)
-        if lease is not None:
-            await lease.wait_owned()
+        if lease is None:
+            return True
+        return bool(await lease.wait_owned(lambda: bool(self.app.should_stop or self.table.should_stop)))
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical("stopping the worker without acknowledging the current batch: %r", exc, exc_info=exc)

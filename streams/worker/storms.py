@@ -79,8 +79,9 @@ class _Bulk:
     fatal: Callable[[BaseException], None]
 
 
-async def _owned() -> None:
+async def _owned() -> bool:
     """Ownership not checked (a count outside a worker)."""
+    return True
 
 
 class StormWatch:
@@ -92,7 +93,7 @@ class StormWatch:
         app: faust.App,
         settings: WorkerSettings,
         metrics: WorkerMetrics,
-        owning: Callable[[], Awaitable[None]] | None = None,
+        owning: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.config: StormConfig = settings.storms
         self.metrics = metrics
@@ -187,7 +188,8 @@ class StormWatch:
             return
         for alert in alerts:
             await (await self._send_alert(alert))  # confirmed before the tally says the key alerted
-        await self._owning()  # no tally written for partitions another member may own by now
+        if not await self._owning():  # no tally written for partitions another member may own by now
+            raise OwnershipLost("stopping with partition ownership unconfirmed: the signal is counted again")
         self._write_tallies([_Tally(signal.key, signal.ts, tally, source)])  # Faust commits as for any table write
         for alert in alerts:
             self._alerted(alert)
@@ -255,7 +257,10 @@ class StormWatch:
             try:
                 tallies, alerts = self._tally_batch(taken.records)
                 await asyncio.gather(*[await self._send_alert(alert) for alert in alerts])
-                await self._owning()
+                if not await self._owning():
+                    intake.settle()
+                    intake.stop()
+                    return  # stopping with ownership unconfirmed: not written, not committed; redelivered
                 await asyncio.gather(*self._write_tallies(tallies))
             except asyncio.CancelledError:
                 raise

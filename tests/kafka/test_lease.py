@@ -67,7 +67,7 @@ def test_a_frozen_member_is_unsure_until_a_heartbeat_answers_or_a_revocation_beg
     assert lease.state(100.5) == OWNED
 
 
-def test_waiting_returns_once_owned_and_raises_once_lost() -> None:
+def test_waiting_returns_once_owned_gives_up_when_stopping_and_raises_once_lost() -> None:
     async def scenario() -> None:
         lease = OwnershipLease(SESSION, REBALANCE)
         waiting = asyncio.ensure_future(lease.wait_owned())
@@ -75,6 +75,8 @@ def test_waiting_returns_once_owned_and_raises_once_lost() -> None:
         assert not waiting.done()  # unsure: it waits
         lease.confirmed(time.monotonic())
         await asyncio.wait_for(waiting, 1.0)
+        stopping = OwnershipLease(SESSION, REBALANCE)  # unsure, and stopping: no heartbeat will come
+        assert await asyncio.wait_for(stopping.wait_owned(lambda: True), 1.0) is False
         lost = OwnershipLease(SESSION, REBALANCE)
         lost.revoking(time.monotonic())
         with pytest.raises(OwnershipLost, match="no longer be sure"):

@@ -456,3 +456,32 @@ def test_a_store_step_writes_nothing_once_ownership_is_lost(tmp_path: Path) -> N
 
     asyncio.run(run())
     assert data == {}
+
+
+def test_a_stopping_worker_unsure_of_its_partitions_stores_nothing_and_does_not_wait(tmp_path: Path) -> None:
+    """Its heartbeats have ended with the stop, so no answer will confirm the lease: the step stores nothing
+    (redelivered to the next owner) instead of holding the stop up."""
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    data: dict[bytes, bytes] = {}
+
+    class _Table:
+        should_stop = False
+
+    table = _Table()
+    table.data = data  # type: ignore[attr-defined]
+    worker.table = table  # type: ignore[assignment]
+    lease = worker.app.consumer.lease  # type: ignore[attr-defined]
+    lease.assigned(time.monotonic() - 2 * lease.session_timeout)  # no heartbeat answered since: unsure
+
+    async def run() -> None:
+        flight = _flight()
+        flight.writes = [(b"run-1", object(), 0, source_partition("ev", 0))]  # type: ignore[list-item]
+        stored = asyncio.ensure_future(worker._store([flight]))
+        await asyncio.sleep(0.2)
+        assert not stored.done()  # unsure while running: it waits for the next heartbeat's answer
+        table.should_stop = True
+        assert await asyncio.wait_for(stored, 5) is None
+
+    asyncio.run(run())
+    assert data == {}
