@@ -565,11 +565,11 @@ def latency_run(
     and mean batch over the traffic are what it costs to keep up at this rate, next to what draining a backlog
     costs in (a); the cores each process used over the traffic show who had the machine.
     """
-    from aiokafka import AIOKafkaProducer, TopicPartition
+    from aiokafka import AIOKafkaProducer
     from aiokafka.partitioner import DefaultPartitioner
 
     from streams.kafka.admin import ensure_topics
-    from streams.kafka.compat import end_offsets
+    from streams.kafka.reader import read_partitions
     from streams.simulate import simulate
 
     topics = {f"{prefix}.events": partitions, f"{prefix}.verdicts": partitions}
@@ -590,8 +590,6 @@ def latency_run(
             watch = ChangelogWatch(bootstrap, changelog, partitions)
             await watch.start()
             await watch_until_done(watch, [proc], warm_span, timeout=120)
-            tps = [TopicPartition(f"{prefix}.verdicts", p) for p in range(partitions)]
-            starts = await end_offsets(bootstrap, [(tp.topic, tp.partition) for tp in tps])
             producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, max_batch_size=2**20)
             await producer.start()
             before = scrape(port)  # one scrape each side of the traffic: its cost is a few ms of the worker's CPU
@@ -667,7 +665,9 @@ def latency_run(
             await asyncio.gather(*tasks)
             await producer.stop()
             await watch.stop()
-            verdicts = await read_verdicts(bootstrap, starts)
+            # the warm-up's verdicts match no event of the traffic: breakdown() leaves them out
+            read = await read_partitions(bootstrap, f"{prefix}.verdicts")
+            verdicts = [verdict_source(r.value, r.timestamp) for rs in read.records.values() for r in rs]
             samples = breakdown(events, verdicts, watch.writes)
             cores = {name: cpu / wall for name, cpu in used.items()}
             cpu_us = used["worker"] / len(traffic) * 1e6
@@ -691,32 +691,10 @@ worker shares (:func:`sample_cores`); the benchmark's own reading is no part of 
 latencies come from record timestamps, not from when the benchmark reads them."""
 
 
-async def read_verdicts(bootstrap: str, starts: dict[Any, int]) -> list[tuple[int, int, int]]:
-    """(source partition, source offset, record timestamp) of every verdict from ``starts`` to the topic's end."""
-    from aiokafka import AIOKafkaConsumer
-
-    from streams.kafka.compat import end_offsets
-
-    ends = await end_offsets(bootstrap, [(tp.topic, tp.partition) for tp in starts])
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    out: list[tuple[int, int, int]] = []
-    try:
-        consumer.assign(list(starts))
-        for tp, offset in starts.items():
-            consumer.seek(tp, offset)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            behind = [tp for tp in starts if await consumer.position(tp) < ends[tp]]
-            if not behind:
-                break
-            for msgs in (await consumer.getmany(*behind, timeout_ms=200)).values():
-                for m in msgs:
-                    source: dict[str, int] = orjson.loads(m.value).get("source") or {}
-                    out.append((source.get("partition", -1), source.get("offset", -1), m.timestamp))
-    finally:
-        await consumer.stop()
-    return out
+def verdict_source(value: bytes, timestamp: int) -> tuple[int, int, int]:
+    """(source partition, source offset, record timestamp) of one verdict record."""
+    source: dict[str, int] = orjson.loads(value).get("source") or {}
+    return source.get("partition", -1), source.get("offset", -1), timestamp
 
 
 async def sample_cores(pids: dict[str, int], sending: asyncio.Event, out: dict[str, list[float]]) -> None:

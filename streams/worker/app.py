@@ -218,6 +218,7 @@ class LoopwatchWorker:
         app.on_partitions_assigned.connect(self._store_changed_behind)
         self.storms = StormWatch(app, settings, metrics, owning=self._owning)
         consumer = cast(CompatConsumer, app.consumer)
+        self._lease = consumer.lease
         metrics.read_consumer_rereads(lambda: consumer.rereads)
         if self.bulk:  # the agent keeps the topic subscribed; its stream stays empty
             consumer.deliver_in_bulk(settings.events_topic, self._intake)
@@ -898,10 +899,10 @@ class LoopwatchWorker:
         """True once this worker surely still owns its partitions, before it writes their states; False if it
         is stopping meanwhile (it writes nothing more); raise :class:`~streams.kafka.lease.OwnershipLost` once it
         may not own them (a late writer would roll runs back)."""
-        lease = getattr(self.app.consumer, "lease", None)
-        if lease is None:
-            return True
-        return bool(await lease.wait_owned(lambda: bool(self.app.should_stop or self.table.should_stop)))
+        return await self._lease.wait_owned(self._stopping)
+
+    def _stopping(self) -> bool:
+        return bool(self.app.should_stop or self.table.should_stop)
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical("stopping the worker without acknowledging the current batch: %r", exc, exc_info=exc)

@@ -431,19 +431,26 @@ def test_a_confirmer_that_cannot_note_a_store_stops_the_worker(tmp_path: Path) -
     assert [str(exc) for exc in fatal] == ["the store is gone"] and acknowledged == []
 
 
+class _Table:
+    """The run table as a store step uses it: its data, and whether it is stopping."""
+
+    def __init__(self) -> None:
+        self.should_stop = False
+        self.data: dict[bytes, bytes] = {}
+
+
+def _worker_on_a_table(tmp_path: Path) -> tuple[LoopwatchWorker, _Table, dict[bytes, bytes]]:
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+    table = _Table()
+    worker.table = table  # type: ignore[assignment]
+    return worker, table, table.data
+
+
 def test_a_store_step_writes_nothing_once_ownership_is_lost(tmp_path: Path) -> None:
     """A worker that cannot vouch for owning its partitions (a revocation begun and no heartbeat answered:
     streams.kafka.lease) writes no state at all; the acker then stops the worker."""
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
-    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
-    data: dict[bytes, bytes] = {}
-
-    class _Table:
-        should_stop = False
-
-    table = _Table()
-    table.data = data  # type: ignore[attr-defined]
-    worker.table = table  # type: ignore[assignment]
+    worker, _, data = _worker_on_a_table(tmp_path)
     lease = worker.app.consumer.lease  # type: ignore[attr-defined]
     lease.assigned(time.monotonic() - 2 * lease.session_timeout)  # frozen since, unknowingly evicted
     lease.revoking(time.monotonic())
@@ -461,16 +468,7 @@ def test_a_store_step_writes_nothing_once_ownership_is_lost(tmp_path: Path) -> N
 def test_a_stopping_worker_unsure_of_its_partitions_stores_nothing_and_does_not_wait(tmp_path: Path) -> None:
     """Its heartbeats have ended with the stop, so no answer will confirm the lease: the step stores nothing
     (redelivered to the next owner) instead of holding the stop up."""
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", data_dir=str(tmp_path), events_topic="ev")
-    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
-    data: dict[bytes, bytes] = {}
-
-    class _Table:
-        should_stop = False
-
-    table = _Table()
-    table.data = data  # type: ignore[attr-defined]
-    worker.table = table  # type: ignore[assignment]
+    worker, table, data = _worker_on_a_table(tmp_path)
     lease = worker.app.consumer.lease  # type: ignore[attr-defined]
     lease.assigned(time.monotonic() - 2 * lease.session_timeout)  # no heartbeat answered since: unsure
 
