@@ -887,6 +887,7 @@ def raw_loop(args: argparse.Namespace) -> int:
                         )
                     for pub in result.publications:
                         futures.append(await producer.send(args.verdicts, pub.value, key=pub.key))
+                    plan.dead_letters.extend(result.dead_letters)
                 for d in plan.dead_letters:
                     futures.append(await producer.send(dead, d.value, key=d.key))
                 await asyncio.gather(*futures)

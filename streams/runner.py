@@ -8,8 +8,9 @@ worker applies :func:`step` to the state it reads from its table; everything off
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from schemas import CURRENT_VERDICT_VERSION, Event, ModelUsageEvent, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
@@ -29,6 +30,7 @@ class Step(NamedTuple):
     decisions: list[Decision]
     profile: str  # the semantics profile that judged the event
     costs: Sequence[LoopCost] = ()  # one per decision when a UsageBook was given
+    failure: Exception | None = None  # what the event raised instead (:func:`step`): not applied
 
     def priced(self) -> list[tuple[Decision, LoopCost | None]]:
         """Each decision with its loop cost (None when no UsageBook priced it)."""
@@ -36,21 +38,44 @@ class Step(NamedTuple):
         return list(zip(self.decisions, costs, strict=True))
 
 
+#: The dead-letter reason (and metric label) of an event that raised while it was applied: a loopwatch defect.
+APPLY_FAILED: Final = "apply_failed"
+
+
 def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
     """Apply ``event`` to ``state``, the state of its run (None: the run has none yet).
 
     A ``model_usage`` event never reaches the detectors: it goes to ``usage`` (when given) and leaves the
-    run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`)."""
-    loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
-    if isinstance(event, ModelUsageEvent):
-        scope = scope_key(event)
-        if usage is not None:
-            usage.record(scope, event)
-        return Step(scope, state or EMPTY, [], loop.profile)
-    tool_event = to_tool_event(event)
-    new_state, decisions = apply(state, tool_event, loop)
-    costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
+    run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`).
+
+    An event that raises is not applied: the run keeps its state and the exception comes back as ``failure``.
+    The core is pure, so the same event on the same state raises again wherever it is applied; caught here,
+    on the one path, it lets the worker dead-letter it (:data:`APPLY_FAILED`) where it would otherwise stop
+    its partition on every worker, and lets every audit skip exactly what the worker skipped.
+    """
+    profile = DEFAULT_PROFILE
+    try:
+        loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
+        profile = loop.profile
+        if isinstance(event, ModelUsageEvent):
+            scope = scope_key(event)
+            if usage is not None:
+                usage.record(scope, event)
+            return Step(scope, state or EMPTY, [], loop.profile)
+        tool_event = to_tool_event(event)
+        new_state, decisions = apply(state, tool_event, loop)
+        costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
+    except MemoryError:
+        raise  # the host's, not the event's: another attempt may apply it
+    except Exception as exc:  # any defect of the core: the caller reports it
+        return Step(scope_key(event), state or EMPTY, [], profile, (), exc)
     return Step(tool_event.scope, new_state, decisions, loop.profile, costs)
+
+
+def failure_detail(failure: Exception) -> str:
+    """What is said of an event that raised (:func:`step`): the exception's type only, as its message may quote
+    the event's values."""
+    return f"{type(failure).__name__} raised while applying the event (a loopwatch defect)"
 
 
 class Replayer:
@@ -61,7 +86,7 @@ class Replayer:
     ones (what the worker sends), or every one with ``include_all``.
     """
 
-    __slots__ = ("config", "include_all", "states", "usage")
+    __slots__ = ("config", "failures", "include_all", "states", "usage")
 
     def __init__(
         self, config: LoadedConfig, states: Mapping[str, RunState | None] | None = None, *, include_all: bool = False
@@ -70,6 +95,7 @@ class Replayer:
         self.include_all = include_all
         self.states: dict[str, RunState | None] = dict(states) if states else {}
         self.usage = UsageBook()  # the runs' model usage: prices their decisions, never changes one
+        self.failures = 0  # events that raised (:func:`step`): reported on stderr, as the worker dead-letters them
 
     def state(self, scope: str) -> RunState | None:
         return self.states.get(scope)
@@ -80,9 +106,14 @@ class Replayer:
         self.usage.runs.pop(scope, None)  # the worker's envelope carries both, and expiry drops both
 
     def apply(self, event: Event) -> Step:
-        """Apply ``event`` to its run's state and keep the new one."""
+        """Apply ``event`` to its run's state and keep the new one. An event that raised is reported on stderr
+        (the worker dead-letters it as :data:`APPLY_FAILED`) and leaves its run as it was."""
         result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
         self.states[result.scope] = result.state
+        if result.failure is not None:
+            self.failures += 1
+            where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
+            print(f"{where}: not applied ({APPLY_FAILED}): {failure_detail(result.failure)}", file=sys.stderr)
         return result
 
     def counted(self, result: Step) -> list[tuple[Decision, LoopCost | None]]:
@@ -140,4 +171,4 @@ def to_verdict(
     )
 
 
-__all__ = ["Replayer", "Step", "step", "to_verdict"]
+__all__ = ["APPLY_FAILED", "Replayer", "Step", "failure_detail", "step", "to_verdict"]

@@ -140,7 +140,7 @@ SURFACES: dict[str, set[str]] = {
         "scope_key_of",
         "to_tool_event",
     },
-    "streams.runner": {"Replayer", "Step", "step", "to_verdict"},
+    "streams.runner": {"APPLY_FAILED", "Replayer", "Step", "failure_detail", "step", "to_verdict"},
     "streams.simulate": {
         "ARCHETYPES",
         "BASE_TS_MS",

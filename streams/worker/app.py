@@ -157,9 +157,9 @@ class LoopwatchWorker:
     ) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.processor = RunProcessor(config, cache_size=settings.state_cache_runs)
+        policy = DeadLetterPolicy(settings.dead_letter_original, settings.dead_letter_max_original)
+        self.processor = RunProcessor(config, cache_size=settings.state_cache_runs, dead_letter_policy=policy)
         metrics.read_state_decodes(lambda: self.processor.decodes)
-        self._dead_letter_policy = DeadLetterPolicy(settings.dead_letter_original, settings.dead_letter_max_original)
         self._fatal_handler = fatal or _exit_now
         self._lost_handler = _exit_topics_lost
         self._lock = asyncio.Lock()
@@ -631,7 +631,7 @@ class LoopwatchWorker:
         started = time.monotonic()
         now_ms = int(time.time() * 1000)
         next_offsets = {rec.partition: rec.offset + 1 for rec in records}
-        plan = plan_batch(records, now_ms, self._dead_letter_policy)
+        plan = plan_batch(records, now_ms, self.processor.dead_letter_policy)
         data = self.table.data
         pending = self._pending_states
         apply = self.processor.apply
@@ -653,6 +653,8 @@ class LoopwatchWorker:
                     pending[key] = result.run
                     writes.append((key, result.run, result.partition, source(group.indexes[-1])))
                 publications.extend(result.publications)
+                if result.dead_letters:
+                    plan.dead_letters.extend(result.dead_letters)
                 applied_types.extend(result.applied_types)
                 redelivered += result.redelivered
                 duplicates += result.duplicates

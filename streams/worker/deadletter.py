@@ -17,12 +17,17 @@ from typing import Final, Literal
 
 import orjson
 
+from streams.decode import REJECT_REASONS
+from streams.runner import APPLY_FAILED
+
 #: Upper bound of an encoded dead-letter record (below Kafka's default ``message.max.bytes`` of 1 MB).
 MAX_RECORD_BYTES: Final = 900_000
 #: Most bytes of a rejected record's key kept, as its dead-letter record's key and in its value: a key is a scope
 #: key (well under this), so only a hostile or broken producer's key is cut, and the record still fits.
 MAX_KEY_BYTES: Final = 4_096
 _ENVELOPE_SLACK: Final = 4_096
+#: Every dead-letter reason (the closed set of the metric label): a record refused, or an event that raised.
+DEAD_LETTER_REASONS: Final = (*REJECT_REASONS, APPLY_FAILED)
 
 
 @dataclass(frozen=True, slots=True)

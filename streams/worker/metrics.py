@@ -22,9 +22,9 @@ from prometheus_client.registry import Collector
 
 from schemas import EVENT_TYPES, DecisionName, DetectorId
 from schemas.fleet_alert import StormKind
-from streams.decode import REJECT_REASONS
 from streams.kafka.compat import REREAD_AGAIN, REREAD_GAP
 from streams.loop_cost import LoopCost
+from streams.worker.deadletter import DEAD_LETTER_REASONS
 
 LATENCY_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -141,7 +141,9 @@ class WorkerMetrics:
             for detector in get_args(DetectorId):
                 self.fleet_alerts.labels(kind=kind, detector=detector)
         self.events_by_type = {name: self.events.labels(type=name) for name in EVENT_TYPES}
-        self.invalid_by_reason: dict[str, Counter] = {name: self.invalid.labels(reason=name) for name in REJECT_REASONS}
+        self.invalid_by_reason: dict[str, Counter] = {
+            name: self.invalid.labels(reason=name) for name in DEAD_LETTER_REASONS
+        }
         self.verdicts_by_kind = {
             (decision, detector): self.verdicts.labels(decision=decision, detector=detector)
             for decision in get_args(DecisionName)

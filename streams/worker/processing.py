@@ -32,7 +32,7 @@ from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
 from streams.loop_cost import LoopCost, UsageBook
-from streams.runner import step, to_verdict
+from streams.runner import APPLY_FAILED, failure_detail, step, to_verdict
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_key, dead_letter_record
 from streams.worker.envelope import StoredRun
@@ -101,6 +101,7 @@ class RunResult:
     redelivered: int = 0
     duplicates: int = 0
     run: StoredRun | None = None
+    dead_letters: list[DeadLetter] = field(default_factory=list)  # events that raised (:data:`APPLY_FAILED`)
 
 
 def plan_batch(
@@ -164,8 +165,15 @@ class RunProcessor:
     ``decodes`` counts the stored states it did not hold (``loopwatch_state_decodes_total``).
     """
 
-    def __init__(self, config: LoadedConfig, *, cache_size: int = DEFAULT_STATE_CACHE_RUNS) -> None:
+    def __init__(
+        self,
+        config: LoadedConfig,
+        *,
+        cache_size: int = DEFAULT_STATE_CACHE_RUNS,
+        dead_letter_policy: DeadLetterPolicy = DEFAULT_POLICY,
+    ) -> None:
         self.config = config
+        self.dead_letter_policy = dead_letter_policy
         self._cache: OrderedDict[bytes, tuple[bytes, StoredRun]] = OrderedDict()
         self._cache_size = cache_size
         self.decodes = 0
@@ -235,6 +243,7 @@ class RunProcessor:
                 last_offset = stored.last_offset
         publications: list[Publication] = []
         applied: list[str] = []
+        dead: list[DeadLetter] = []
         redelivered = duplicates = 0
         config = self.config
         usage = UsageBook()  # this one run's model usage (streams.loop_cost), kept in the envelope
@@ -248,10 +257,14 @@ class RunProcessor:
                 redelivered += 1
                 continue
             result = step(state, event, config, usage)
+            last_offset = offset  # a failed event too: its dead letter is confirmed before the state is stored
+            if result.failure is not None:
+                dead.append(self._failed(rec, result.failure, now_ms))
+                state = result.state
+                continue
             if state is not None and result.state is state and not isinstance(event, ModelUsageEvent):
                 duplicates += 1  # the core returns the very same state for a duplicate event
             state = result.state
-            last_offset = offset
             applied.append(event.type)
             if not result.decisions:
                 continue
@@ -274,4 +287,12 @@ class RunProcessor:
         run: StoredRun | None = None
         if state is not None:  # always the case: the group is not empty
             run = StoredRun(partition, last_offset, now_ms, state, usage.runs.get(scope))
-        return RunResult(None, partition, publications, applied, redelivered, duplicates, run)
+        return RunResult(None, partition, publications, applied, redelivered, duplicates, run, dead)
+
+    def _failed(self, rec: InputRecord, failure: Exception, now_ms: int) -> DeadLetter:
+        """The dead letter of an event that raised while applied (:func:`streams.runner.step`), logged with its
+        traceback: a defect to fix, where the record only names the exception's type."""
+        where = f"{rec.topic}[{rec.partition}]@{rec.offset}"
+        log.error("%s: event not applied, dead-lettered (%s)", where, APPLY_FAILED, exc_info=failure)
+        raw = rec.value if rec.value is not None else b""
+        return _dead(rec, raw, APPLY_FAILED, failure_detail(failure), now_ms, self.dead_letter_policy)

@@ -74,6 +74,7 @@ KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
             "not_object",
             "limits_exceeded",
             "key_mismatch",
+            "apply_failed",
         }
     ),
 }

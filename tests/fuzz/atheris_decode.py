@@ -23,9 +23,8 @@ import atheris  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 with atheris.instrument_imports(include=["streams", "schemas"]):
     from streams.decode import INVALID_REASONS, InvalidEvent, decode_event
-    from streams.runner import step
 
-from tests.fuzz.hostile import DEFAULT_CONFIG, EAGER_CONFIG, plain, record, to_bytes
+from tests.fuzz.hostile import DEFAULT_CONFIG, EAGER_CONFIG, plain, record, strict_step, to_bytes
 
 SEEDS = [
     to_bytes(record()),
@@ -62,11 +61,11 @@ def test_one_input(data: bytes) -> None:
         if exc.reason not in INVALID_REASONS:
             raise AssertionError(f"reason {exc.reason!r} is not in the closed set") from None
         return
-    step(None, event, DEFAULT_CONFIG)
+    strict_step(None, event, DEFAULT_CONFIG)
     state = None
     for at in range(3):
         again = event.model_copy(update={"event_id": f"{event.event_id}#{at}"})
-        state = step(state, again, EAGER_CONFIG).state
+        state = strict_step(state, again, EAGER_CONFIG).state
 
 
 def write_seeds(directory: str) -> None:

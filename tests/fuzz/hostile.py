@@ -24,7 +24,18 @@ from streams.config_file import LoadedConfig
 from streams.decode import INVALID_REASONS, InvalidEvent, decode_event
 from streams.detection import RunState
 from streams.limits import DEFAULT_LIMITS
-from streams.runner import step
+from streams.loop_cost import UsageBook
+from streams.runner import Step, step
+
+
+def strict_step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
+    """:func:`streams.runner.step`, raising what the event raised: ``step`` quarantines an event that raises
+    (the worker dead-letters it), and the fuzzers are here to find such events."""
+    result = step(state, event, config, usage)
+    if result.failure is not None:
+        raise result.failure
+    return result
+
 
 #: Fixed seed and budget: every run tests the same examples (no example database, no deadline).
 FUZZ: Final = settings(
@@ -399,7 +410,7 @@ def run_core(event: Event, repeats: int = 4) -> None:
     state: RunState | None = None
     for at in range(repeats):
         again = event.model_copy(update={"event_id": f"{event.event_id}#{at}"})
-        state = step(state, again, EAGER_CONFIG).state
+        state = strict_step(state, again, EAGER_CONFIG).state
         assert RunState.from_primitive(state.to_primitive()) == state
 
 
@@ -423,7 +434,7 @@ def check_record(
             assert len(exc.detail) < 400, exc.detail
             reason: str = exc.reason
         else:
-            step(None, decoded, DEFAULT_CONFIG)
+            strict_step(None, decoded, DEFAULT_CONFIG)
             event, reason = decoded, "accepted"
         spent = time.thread_time() - started
     if tally is not None:

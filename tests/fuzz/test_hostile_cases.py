@@ -20,7 +20,6 @@ from schemas import ToolCallEvent
 from streams.decode import INVALID_REASONS, InvalidEvent, decode_event, decode_line, to_tool_event
 from streams.detection.canonical import canonical
 from streams.limits import DEFAULT_LIMITS, ID_FIELDS, ORJSON_MAX_DEPTH, DecodeLimits
-from streams.runner import step
 from tests.fuzz.hostile import (
     DEFAULT_CONFIG,
     EAGER_CONFIG,
@@ -35,6 +34,7 @@ from tests.fuzz.hostile import (
     no_gc,
     plain,
     record,
+    strict_step,
     to_bytes,
 )
 
@@ -118,7 +118,7 @@ def test_the_core_keeps_recursion_headroom_at_the_depth_limit() -> None:
         if frames:
             at_depth(frames - 1)
         else:
-            step(None, event, EAGER_CONFIG)
+            strict_step(None, event, EAGER_CONFIG)
 
     headroom = sys.getrecursionlimit() // 2  # a caller already using half of the stack budget
     at_depth(headroom)
@@ -309,7 +309,7 @@ def test_worst_shapes_cost_bounded_cpu(unit: str, where: str) -> None:
     flood = build((MAX_BYTES - len(build(0))) // (len(unit) + 1))
     assert len(flood) <= MAX_BYTES
     event = decode_event(admitted)
-    spent = cpu(lambda: step(None, decode_event(admitted), DEFAULT_CONFIG))
+    spent = cpu(lambda: strict_step(None, decode_event(admitted), DEFAULT_CONFIG))
     assert spent < WORST_CPU_BOUND_S, f"{spent * 1e3:.1f} ms to decode and apply {len(admitted)} bytes"
     assert event is not None
     spent = cpu(lambda: reason(flood))

@@ -19,8 +19,7 @@ import msgpack
 
 from streams.decode import decode_event, scope_key
 from streams.detection import RunState
-from streams.runner import step
-from tests.fuzz.hostile import EAGER_CONFIG, no_gc
+from tests.fuzz.hostile import EAGER_CONFIG, no_gc, strict_step
 
 #: One tool call with an inline result per run; ``%d`` is the run number.
 TEMPLATE = (
@@ -52,7 +51,7 @@ def drive(runs: int) -> Figures:
             started = time.thread_time()
             for n in range(half * runs // 2, (half + 1) * runs // 2):
                 event = decode_event(TEMPLATE % (n, n, n, n))
-                result = step(cache.get(scope_key(event)), event, EAGER_CONFIG)
+                result = strict_step(cache.get(scope_key(event)), event, EAGER_CONFIG)
                 cache[result.scope] = result.state
                 if len(cache) > CACHE_SIZE:
                     cache.popitem(last=False)

@@ -41,4 +41,5 @@ def test_hostile_batches_are_applied_or_dead_lettered(batch: list[bytes]) -> Non
     runner = processing.RunProcessor(EAGER_CONFIG)
     for group in plan.groups.values():
         result = runner.process(group, inputs, None, 1767225600000)
+        assert not result.dead_letters, [orjson.loads(d.value)["detail"] for d in result.dead_letters]
         assert result.value is not None and len(result.applied_types) == len(group.indexes)

@@ -17,6 +17,7 @@ from faust.types import TP
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+import streams.runner
 from streams.config_file import LoadedConfig
 from streams.kafka.lease import OwnershipLost
 from streams.worker import app as worker_app
@@ -35,6 +36,7 @@ from streams.worker.app import (
 from streams.worker.event_context import source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import LINGER_ENOUGH, WorkerSettings
+from tests.worker.support import event, records
 
 
 @given(
@@ -483,3 +485,40 @@ def test_a_stopping_worker_unsure_of_its_partitions_stores_nothing_and_does_not_
 
     asyncio.run(run())
     assert data == {}
+
+
+def test_an_event_that_raises_goes_to_the_dead_letter_topic_and_is_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect of the core on one event must not stop the partition (on this worker, then on every other one
+    that takes it): the batch goes on, the event is dead-lettered as ``apply_failed`` and counted."""
+    worker, _, _ = _worker_on_a_table(tmp_path)
+    sent: list[tuple[str, bytes]] = []
+
+    class _Producer:
+        async def send(self, topic: str, key: bytes, *_: Any) -> asyncio.Future[Any]:
+            sent.append((topic, key))
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+    worker.app.producer = _Producer()  # type: ignore[assignment]
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(streams.runner, "apply", broken)
+    recs = records([event(0, "a"), event(1, "b")])
+
+    async def run() -> None:
+        flight = await worker._process(recs, lambda _i: source_partition("ev", 0))
+        assert flight is not None
+        await flight.sent
+        worker._count(flight)
+        assert [write[0] for write in flight.writes] == [b"a", b"b"]  # each run stored, as replay keeps it
+
+    asyncio.run(run())
+    dead_topic = worker.settings.dead_letter_topic
+    assert sorted(key for topic, key in sent if topic == dead_topic) == [b"a", b"b"]
+    counted = worker.metrics.registry.get_sample_value("loopwatch_invalid_events_total", {"reason": "apply_failed"})
+    assert counted == 2

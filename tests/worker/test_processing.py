@@ -18,8 +18,10 @@ from typing import Any
 import orjson
 import pytest
 
+import streams.runner
 from streams.audit.replay import replay_lines
-from streams.decode import INVALID_REASONS, KEY_MISMATCH
+from streams.decode import INVALID_REASONS, KEY_MISMATCH, decode_event
+from streams.runner import Replayer
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
 from streams.worker.processing import (
@@ -224,6 +226,58 @@ def test_a_new_partition_starts_a_new_offset_sequence() -> None:
     plan = plan_batch(moved, NOW)
     result = processor.process(plan.groups[b"a"], moved, store[b"a"], NOW)
     assert result.redelivered == 0 and len(result.applied_types) == 2
+
+
+def _raise_on(monkeypatch: pytest.MonkeyPatch, event_id: str) -> None:
+    """Make the detection core raise, with a message quoting the event, when it applies ``event_id``."""
+    core = streams.runner.apply
+
+    def apply(state: Any, tool_event: Any, loop: Any) -> Any:
+        if tool_event.dedup_key.endswith("\x00" + event_id):
+            raise KeyError(f"secret {tool_event.args!r}")
+        return core(state, tool_event, loop)
+
+    monkeypatch.setattr(streams.runner, "apply", apply)
+
+
+def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evs = [event(i, "a", args={"path": "/secret"}) for i in range(6)]
+    recs = records(evs, partition=3, start=40)
+    _raise_on(monkeypatch, "a-e2")
+    result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    assert [d.reason for d in result.dead_letters] == ["apply_failed"]
+    dead = result.dead_letters[0]
+    record = orjson.loads(dead.value)
+    assert dead.key == b"a" and record["source"] == {"topic": TOPIC, "partition": 3, "offset": 42}
+    assert base64.b64decode(record["original"]) == recs[2].value
+    assert record["detail"].startswith("KeyError raised while applying") and "secret" not in record["detail"]
+    assert len(result.applied_types) == 5  # the run went on without it
+    without = [ev for ev in evs if ev["event_id"] != "a-e2"]
+    alone = RunProcessor(CONFIG).process(plan_batch(records(without), NOW).groups[b"a"], records(without), None, NOW)
+    assert result.value is not None and alone.value is not None
+    assert envelope.decode(result.value).state == envelope.decode(alone.value).state
+    assert envelope.decode(result.value).last_offset == 45
+    # replay skips exactly that event and says so, so its verdicts are the worker's
+    want = replay(evs)
+    assert {orjson.loads(p.value)["verdict_id"] for p in result.publications} == set(want)
+    assert "'a-e2' of gateway 'gw': not applied (apply_failed): KeyError" in capsys.readouterr().err
+    # redelivered after its state was stored: not applied again, so not dead-lettered again
+    again = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, result.value, NOW)
+    assert again.dead_letters == [] and again.redelivered == 6
+
+
+def test_a_first_event_that_raises_leaves_an_empty_run_in_the_worker_and_in_replay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _raise_on(monkeypatch, "a-e0")
+    recs = records([event(0, "a")])
+    result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    replayer = Replayer(CONFIG)
+    assert replayer.apply(decode_event(recs[0].value or b"")).failure is not None
+    assert result.value is not None and replayer.failures == 1
+    assert envelope.decode(result.value).state == replayer.state("a")
 
 
 def test_apply_then_encode_is_process_and_takes_a_decoded_state() -> None:
