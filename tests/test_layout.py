@@ -115,6 +115,7 @@ SURFACES: dict[str, set[str]] = {
         "unknown_partitions",
     },
     "streams.kafka.client": {
+        "cleanup_policies",
         "kafka_failure",
         "kafka_problem",
         "parse_bootstrap",

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import orjson
@@ -37,6 +37,32 @@ async def partition_counts(
     async with started(admin, timeout):
         described: list[dict[str, Any]] = await asyncio.wait_for(admin.describe_topics(None), timeout)
     return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
+
+
+async def cleanup_policies(
+    bootstrap: str, topics: Sequence[str], *, timeout: float = 15.0, security: KafkaSecurity | None = None
+) -> dict[str, str | None]:
+    """``{topic: cleanup.policy}`` of existing ``topics``: Kafka's default ``delete`` where the broker lists no
+    value (Tansu lists only what was set), None where it refused to say (no DescribeConfigs permission, say)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    if not topics:
+        return {}
+    auth = security.aiokafka_kwargs() if security is not None else {}
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-cli", **auth
+    )
+    wanted = [ConfigResource(ConfigResourceType.TOPIC, name) for name in topics]
+    async with started(admin, timeout):
+        responses = await asyncio.wait_for(admin.describe_configs(wanted), timeout)
+    policies: dict[str, str | None] = {}
+    for response in responses:
+        for resource in response.to_object()["resources"]:
+            entries = {e["config_names"]: e["config_value"] for e in resource["config_entries"]}
+            failed = resource["error_code"] != 0
+            policies[resource["resource_name"]] = None if failed else entries.get("cleanup.policy") or "delete"
+    return policies
 
 
 def scope_key_from_raw(raw: bytes) -> bytes | None:
@@ -316,6 +342,7 @@ async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> N
 
 
 __all__ = [
+    "cleanup_policies",
     "kafka_failure",
     "kafka_problem",
     "parse_bootstrap",

@@ -281,9 +281,13 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
     import asyncio
 
     from streams.kafka.admin import create_topics
-    from streams.kafka.client import partition_counts
+    from streams.kafka.client import cleanup_policies, partition_counts
 
     existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
+    streamed = [name for name in (settings.events_topic, settings.storm_signals_topic) if name in existing]
+    policies = asyncio.run(cleanup_policies(settings.bootstrap, streamed, security=settings.security))
+    for name in streamed:
+        check_not_compacted(name, policies.get(name))
     strict = {
         settings.events_topic,
         settings.changelog_topic,
@@ -312,6 +316,22 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
     missing = {name: n for name, n in topics.items() if name not in existing}
     if missing:
         create_topics(settings.bootstrap, missing, security=settings.security)
+
+
+def check_not_compacted(topic: str, policy: str | None) -> None:
+    """Refuse an input topic that Kafka compacts; warn when the broker would not say (``policy`` None).
+
+    The worker reads every offset of its input topics in order (docs/delivery.md): compaction deletes events of a
+    run before they are applied, and the holes it leaves look like skipped offsets, which the worker re-reads
+    without end."""
+    if policy is None:
+        warn("worker", f"could not read the cleanup.policy of topic {topic!r}; it must not be compact")
+    elif "compact" in (part.strip() for part in policy.split(",")):
+        raise CommandError(
+            f"topic is compacted (cleanup.policy={policy})",
+            topic,
+            "the worker must read every offset of its input topics; set cleanup.policy=delete or use another topic",
+        )
 
 
 def discard_stale_state(settings: WorkerSettings, tabledir: Path, changelogs: dict[str, str]) -> list[StaleStore]:

@@ -9,6 +9,7 @@ settings are checked before any connection.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
@@ -222,3 +223,29 @@ def test_a_topic_with_the_wrong_partition_count_is_named_with_what_fixes_it(empt
             "creates it again), or restart the embedded broker\n")  # fmt: skip
         events = lw(empty, "worker", *base, "--group", "pairs", "--events-topic", "pairs.events", "--partitions", "2")
         assert events.code == 2 and "co-partitioned" in events.err, events.err
+
+
+@pytest.mark.integration
+def test_a_compacted_input_topic_is_refused_before_anything_is_created(empty: Path) -> None:
+    """Compaction deletes a run's events before they are applied and leaves holes that the worker's gapless
+    delivery re-reads without end; an input topic made compacted by hand (or by a shared cluster's default) is
+    named at start instead, before the worker creates any topic."""
+    from streams.devbroker import EmbeddedBroker
+    from streams.kafka.admin import create_topics
+    from streams.kafka.client import partition_counts
+
+    with EmbeddedBroker(log_path=empty.parent / "tansu.log") as broker:
+        compact = {"cleanup.policy": "compact,delete"}
+        create_topics(
+            broker.bootstrap, {"cmp.events": 2, "cmp-storm-signals": 2}, configs={"cmp-storm-signals": compact}
+        )
+        create_topics(broker.bootstrap, {"cmp2.events": 2}, configs={"cmp2.events": {"cleanup.policy": "compact"}})
+        before = asyncio.run(partition_counts(broker.bootstrap))
+        base = ["--bootstrap", broker.bootstrap, "--store", "memory", "--web-port", "0", "--metrics-port", "0"]
+        signals = lw(empty, "worker", *base, "--group", "cmp", "--events-topic", "cmp.events", "--partitions", "2")
+        assert (signals.code, signals.out, signals.err) == (2, "", "loopwatch worker: topic is compacted "
+            "(cleanup.policy=compact,delete) (cmp-storm-signals): the worker must read every offset of its input "
+            "topics; set cleanup.policy=delete or use another topic\n")  # fmt: skip
+        events = lw(empty, "worker", *base, "--group", "cmp2", "--events-topic", "cmp2.events", "--partitions", "2")
+        assert events.code == 2 and "compacted (cleanup.policy=compact) (cmp2.events)" in events.err, events.err
+        assert asyncio.run(partition_counts(broker.bootstrap)) == before

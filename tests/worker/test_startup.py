@@ -8,11 +8,15 @@ import logging
 import logging.config
 from pathlib import Path
 
+import pytest
+
+from streams.errors import CommandError
 from streams.worker.startup import (
     UNSETTLED_QUIET,
     UNSETTLED_REASSIGNMENTS,
     Reassignments,
     RepeatLimiter,
+    check_not_compacted,
     library_logging,
     unsettled_line,
 )
@@ -181,3 +185,21 @@ def test_the_unsettled_warning_names_the_embedded_broker_s_cause_only_there() ->
     assert "--group-instance-id" in embedded and "LOOPWATCH_EMBEDDED=false" in embedded
     kafka = unsettled_line("lw", 9, embedded_broker=False)
     assert "9 times" in kafka and "embedded" not in kafka and "session timeout" in kafka
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete, compact", "compact,delete"])
+def test_a_compacted_input_topic_is_refused(policy: str) -> None:
+    with pytest.raises(CommandError, match=r"topic is compacted") as raised:
+        check_not_compacted("t.events", policy)
+    assert raised.value.where == "t.events"
+
+
+def test_a_deleting_topic_passes_and_one_the_broker_would_not_describe_is_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    check_not_compacted("t.events", "delete")
+    assert capsys.readouterr().err == ""
+    check_not_compacted("t.events", None)
+    assert capsys.readouterr().err == (
+        "loopwatch worker: warning: could not read the cleanup.policy of topic 't.events'; it must not be compact\n"
+    )
