@@ -887,11 +887,19 @@ class CompatConsumer(faust_aiokafka.Consumer):
                 "%s[%d]: the re-read from %d brought offset %d first; seeking again",
                 tp.topic, tp.partition, expected, seen,
             )  # fmt: skip
+        epoch = self._bulk_epoch
         try:
             earliest = (await self.earliest_offsets(tp)).get(tp)
         except Exception as exc:  # the broker is unreachable: re-read from the expected offset regardless
             log.info("%s[%d]: earliest offset unknown (%r)", tp.topic, tp.partition, exc)
             earliest = None
+        if self._bulk_epoch != epoch:
+            # A whole rebalance passed while the broker answered: the new assignment's seek to the committed
+            # offset re-reads everything not applied. Seeking to the old ``expected`` now would skip what lies
+            # between (applied before, but not committed) and set the worker's offset check off.
+            log.info("%s[%d]: not re-read from %d, the partition was assigned again meanwhile",
+                     tp.topic, tp.partition, expected)  # fmt: skip
+            return
         target = expected
         if earliest is not None and earliest > expected:
             log.warning(

@@ -216,6 +216,29 @@ def test_records_of_a_hand_over_begun_before_the_re_read_landed_wait_quietly() -
     assert seeks == [(EVENTS[0], 7)] * 2
 
 
+def test_a_re_read_outlasted_by_a_whole_rebalance_leaves_the_partition_where_the_new_assignment_sought_it() -> None:
+    """The re-read asks the broker for the earliest offset before it seeks; a rebalance that assigns the partition
+    again meanwhile seeks it to the committed offset (5). The old re-read's seek to 7 would then skip 5 and 6, and
+    the worker's own offset check would report them as skipped offsets (a false LoopwatchSkippedOffsets)."""
+    consumer, _ = consumer_of()
+    seeks = fetching(consumer, [[5, 6], [9, 10], [5, 6, 7, 8]])
+    positioned(consumer)
+    answered = consumer.earliest_offsets
+
+    async def earliest_after_a_rebalance(*tps: TP) -> Mapping[TP, int]:
+        consumer._on_partitions_assigned = _no_op  # type: ignore[assignment]
+        await consumer.on_partitions_assigned(set(EVENTS))
+        consumer.pause_partitions(EVENTS + CHANGELOG)  # as Faust does on assignment, then positioned() again
+        consumer.resume_partitions(EVENTS + CHANGELOG)
+        await consumer.perform_seek()  # the committed offset, 5
+        consumer.resume_flow()
+        return await answered(*tps)
+
+    consumer.earliest_offsets = earliest_after_a_rebalance  # type: ignore[method-assign]
+    assert delivered(consumer, 3) == [5, 6, 5, 6, 7, 8]  # 9 after 6 is a gap; the new assignment reads from 5
+    assert seeks == []
+
+
 def test_a_delivery_after_the_seek_must_start_at_the_committed_offset() -> None:
     consumer, _ = consumer_of()
     seeks = fetching(consumer, [[8, 9], [5, 6]])
