@@ -30,7 +30,7 @@ from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
 from streams.loop_cost import RunUsage, loop_cost_text
-from streams.runner import Replayer
+from streams.runner import APPLY_FAILED, Replayer, failure_detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,7 @@ class ExplainStep:
     detection_enabled: bool
     restart: str | None = None  # why the scope's state was emptied right before this event (worker expiry)
     usage: dict[str, Any] | None = None  # a model_usage event: its tokens and cost
+    not_applied: str | None = None  # why the event was not applied (it raised: the worker dead-lettered it)
 
 
 def run_matches(event: Event, run: str) -> bool:
@@ -104,12 +105,17 @@ def explain_run(
         restart = restarts.get(pe.index) if restarts is not None else None
         if restart is not None:
             replayer.restart(scope_key(event))
+        before = replayer.state(scope_key(event))
+        result = replayer.apply(event)  # first: an event that raises is shown as the worker took it, not applied
+        if result.failure is not None:
+            reason = f"not applied ({APPLY_FAILED}, dead-lettered): {failure_detail(result.failure)}"
+            steps.append(ExplainStep(pe.label, event.type, event.event_id, "", None, None, None, None, [], True,
+                                     restart, not_applied=reason))  # fmt: skip
+            continue
         if isinstance(event, ModelUsageEvent):
-            replayer.apply(event)
             steps.append(_usage_step(pe.label, event, restart))
             continue
         tool_event = to_tool_event(event)
-        before = replayer.state(tool_event.scope)
         loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
         sig: str | None = None
         result_hash: str | None = None
@@ -130,7 +136,6 @@ def explain_run(
                 unknown_tool_streak=unknown_tool_streak(history, tool_event.tool)[0],
                 history=len(history),
             )
-        result = replayer.apply(event)
         steps.append(
             ExplainStep(
                 label=pe.label,
@@ -183,6 +188,9 @@ def render_explain(steps: Sequence[ExplainStep], run: str, config: LoadedConfig,
             lines.append(
                 f"{s.label:>8}  {s.type:<16} {s.usage['model'] or '-':<18} {s.usage['tokens']} tokens, {priced}"
             )
+            continue
+        if s.not_applied is not None:
+            lines.append(f"{s.label:>8}  {s.type:<16} event {s.event_id}: {s.not_applied}")
             continue
         head = f"{s.label:>8}  {s.type:<16} {s.tool or '-':<18} call={s.call_id or '-'}"
         head += f" args={_h(s.args_hash)} result={_h(s.result_hash)}"

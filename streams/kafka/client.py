@@ -59,7 +59,7 @@ async def cleanup_policies(
     policies: dict[str, str | None] = {}
     for response in responses:
         for resource in response.to_object()["resources"]:
-            entries = {e["config_names"]: e["config_value"] for e in resource["config_entries"]}
+            entries = {e["config_names"]: e["config_value"] for e in resource["config_entries"] or ()}
             failed = resource["error_code"] != 0
             policies[resource["resource_name"]] = None if failed else entries.get("cleanup.policy") or "delete"
     return policies

@@ -363,9 +363,14 @@ class LoopwatchWorker:
         tracker: OffsetTracker,
         epoch: int | None = None,
     ) -> None:
-        """Re-read ``tp`` from the first skipped offset; not if a revocation (bulk ``epoch``) came meanwhile."""
+        """Re-read ``tp`` from the first skipped offset; not if a rebalance came meanwhile (``epoch``: the bulk
+        epoch the records were taken in, else now). Its seek to the committed offset re-reads what was not
+        applied; the old seek would land past records applied but not committed, and set the offset check off
+        again."""
+        if epoch is None:
+            epoch = consumer.bulk_epoch
         target = max(jump.first, await _earliest(consumer, tp))
-        if epoch is not None and consumer.bulk_epoch != epoch:
+        if consumer.bulk_epoch != epoch:
             return  # the tracker forgot the partition: it starts again from the commit
         self.metrics.skipped_offsets.inc(jump.count)
         if target > jump.first:

@@ -20,6 +20,7 @@ yields the same verdicts (same ``verdict_id``, same content).
 from __future__ import annotations
 
 import logging
+import traceback
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ from streams.worker.envelope import StoredRun
 from streams.worker.settings import DEFAULT_STATE_CACHE_RUNS
 
 log = logging.getLogger(__name__)
+
+#: At most one log line with a traceback per this many seconds for events that raised (:meth:`RunProcessor._failed`).
+FAILURE_LOG_SECONDS = 30.0
 
 
 class InputRecord(NamedTuple):
@@ -174,6 +178,8 @@ class RunProcessor:
     ) -> None:
         self.config = config
         self.dead_letter_policy = dead_letter_policy
+        self._failure_logged_at = float("-inf")  # when an event that raised was last logged (:meth:`_failed`)
+        self._failures_unlogged = 0
         self._cache: OrderedDict[bytes, tuple[bytes, StoredRun]] = OrderedDict()
         self._cache_size = cache_size
         self.decodes = 0
@@ -290,9 +296,20 @@ class RunProcessor:
         return RunResult(None, partition, publications, applied, redelivered, duplicates, run, dead)
 
     def _failed(self, rec: InputRecord, failure: Exception, now_ms: int) -> DeadLetter:
-        """The dead letter of an event that raised while applied (:func:`streams.runner.step`), logged with its
-        traceback: a defect to fix, where the record only names the exception's type."""
-        where = f"{rec.topic}[{rec.partition}]@{rec.offset}"
-        log.error("%s: event not applied, dead-lettered (%s)", where, APPLY_FAILED, exc_info=failure)
+        """The dead letter of an event that raised while applied (:func:`streams.runner.step`), logged with where
+        it raised: a defect to fix. The log names the exception's type and frames, never its message (it may
+        quote the event's values, which ``--dead-letter-original digest`` keeps out), and comes at most every
+        :data:`FAILURE_LOG_SECONDS`: a flood of such events is counted, not written out one traceback each."""
+        now = now_ms / 1000
+        if now - self._failure_logged_at >= FAILURE_LOG_SECONDS:
+            more = f" ({self._failures_unlogged} more since the last such line)" if self._failures_unlogged else ""
+            frames = "".join(traceback.format_tb(failure.__traceback__)).rstrip()
+            log.error(
+                "%s[%d]@%d: event not applied, dead-lettered (%s)%s: %s raised at\n%s",
+                rec.topic, rec.partition, rec.offset, APPLY_FAILED, more, type(failure).__name__, frames,
+            )  # fmt: skip
+            self._failure_logged_at, self._failures_unlogged = now, 0
+        else:
+            self._failures_unlogged += 1
         raw = rec.value if rec.value is not None else b""
         return _dead(rec, raw, APPLY_FAILED, failure_detail(failure), now_ms, self.dead_letter_policy)

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+import streams.runner
 from streams.audit import compare, explain, replay, source
 from streams.cli import main
 from streams.config_file import load_openclaw_config
@@ -180,6 +181,30 @@ def test_explain_generic_counts_and_decisions(tmp_path: Path) -> None:
     assert "-> WARNING generic_repeat: count 10 >= threshold 10, published: WARNING:" in text
     assert "saw: recentCount=10 noProgressStreak=10 pingPong=0 unknownToolStreak=0" in text
     assert "#0  tool_call" in text and "call=call-0" in text
+
+
+def test_explain_shows_an_event_that_raised_as_not_applied_and_goes_on_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worker dead-letters an event the core raises on and applies the run's later events without it;
+    the explanation shows the same, instead of dying with a traceback."""
+    core = streams.runner.apply
+
+    def apply(state: Any, tool_event: Any, loop: Any) -> Any:
+        if tool_event.call_id == "call-3":
+            raise ValueError("a defect")
+        return core(state, tool_event, loop)
+
+    monkeypatch.setattr(streams.runner, "apply", apply)
+    steps, run, config = _explain(GENERIC, tmp_path)
+    assert len(steps) == len(GENERIC["events"])
+    failed = [s for s in steps if s.not_applied is not None]
+    assert [s.label for s in failed] == ["#3"] and failed[0].not_applied is not None
+    assert failed[0].not_applied.startswith("not applied (apply_failed, dead-lettered): ValueError raised")
+    assert [s.counts.recent_count for s in steps[:6] if s.counts] == [0, 1, 2, 3, 4]  # call-3 never counted
+    text = explain.render_explain(steps, run, config)
+    assert "      #3  tool_call        event " in text and ": not applied (apply_failed, dead-lettered)" in text
+    assert "not applied (apply_failed)" in capsys.readouterr().err
 
 
 def test_explain_unknown_tool_and_ping_pong(tmp_path: Path) -> None:

@@ -234,7 +234,7 @@ def _raise_on(monkeypatch: pytest.MonkeyPatch, event_id: str) -> None:
 
     def apply(state: Any, tool_event: Any, loop: Any) -> Any:
         if tool_event.dedup_key.endswith("\x00" + event_id):
-            raise KeyError(f"secret {tool_event.args!r}")
+            raise KeyError(tool_event.args)  # its message quotes the event's values
         return core(state, tool_event, loop)
 
     monkeypatch.setattr(streams.runner, "apply", apply)
@@ -266,6 +266,23 @@ def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
     # redelivered after its state was stored: not applied again, so not dead-lettered again
     again = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, result.value, NOW)
     assert again.dead_letters == [] and again.redelivered == 6
+
+
+def test_events_that_raise_are_logged_with_where_not_with_their_values_and_not_one_traceback_each(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _raise_on(monkeypatch, "a-e0")
+    processor = RunProcessor(CONFIG)
+    for at, ms in enumerate((0, 1_000, 2_000, 31_000)):
+        recs = records([event(0, "a", args={"path": "/secret"})], start=at)
+        processor.process(plan_batch(recs, NOW + ms).groups[b"a"], recs, None, NOW + ms)
+    lines = [r.getMessage() for r in caplog.records if r.name == "streams.worker.processing"]
+    assert len(lines) == 2 and all("/secret" not in line for line in lines)
+    assert lines[0].startswith(
+        "loopwatch.events[0]@0: event not applied, dead-lettered (apply_failed): KeyError raised at\n"
+    )
+    assert "in apply" in lines[0]  # the frame that raised
+    assert lines[1].startswith("loopwatch.events[0]@3: event not applied, dead-lettered (apply_failed) (2 more since")
 
 
 def test_a_first_event_that_raises_leaves_an_empty_run_in_the_worker_and_in_replay(

@@ -203,3 +203,31 @@ def test_a_deleting_topic_passes_and_one_the_broker_would_not_describe_is_a_warn
     assert capsys.readouterr().err == (
         "loopwatch worker: warning: could not read the cleanup.policy of topic 't.events'; it must not be compact\n"
     )
+
+
+def test_a_broker_that_cannot_describe_configs_gets_the_warning_not_a_refusal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """aiokafka raises before it sends DescribeConfigs to a broker that lacks it (IncompatibleBrokerVersion):
+    the check is then skipped with its warning, as for a topic the broker will not describe."""
+    from aiokafka.errors import IncompatibleBrokerVersion
+
+    import streams.kafka.admin
+    import streams.kafka.client
+    from streams.worker.settings import WorkerSettings
+    from streams.worker.startup import prepare_topics
+
+    async def counts(*_: object, **__: object) -> dict[str, int]:
+        return {"t.events": 2}
+
+    async def cannot(*_: object, **__: object) -> dict[str, str | None]:
+        raise IncompatibleBrokerVersion("DescribeConfigsRequest")
+
+    created: list[object] = []
+    monkeypatch.setattr(streams.kafka.client, "partition_counts", counts)
+    monkeypatch.setattr(streams.kafka.client, "cleanup_policies", cannot)
+    monkeypatch.setattr(streams.kafka.admin, "create_topics", lambda *a, **k: created.append(a))
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", events_topic="t.events", partitions=2)
+    prepare_topics(settings, {"t.events": 2, "t.verdicts": 2})
+    assert "could not read the cleanup.policy of topic 't.events'" in capsys.readouterr().err
+    assert created  # and the worker goes on to create what is missing
