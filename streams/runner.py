@@ -86,7 +86,7 @@ class Replayer:
     ones (what the worker sends), or every one with ``include_all``.
     """
 
-    __slots__ = ("config", "failures", "include_all", "states", "usage")
+    __slots__ = ("config", "include_all", "states", "usage")
 
     def __init__(
         self, config: LoadedConfig, states: Mapping[str, RunState | None] | None = None, *, include_all: bool = False
@@ -95,7 +95,6 @@ class Replayer:
         self.include_all = include_all
         self.states: dict[str, RunState | None] = dict(states) if states else {}
         self.usage = UsageBook()  # the runs' model usage: prices their decisions, never changes one
-        self.failures = 0  # events that raised (:func:`step`): reported on stderr, as the worker dead-letters them
 
     def state(self, scope: str) -> RunState | None:
         return self.states.get(scope)
@@ -111,7 +110,6 @@ class Replayer:
         result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
         self.states[result.scope] = result.state
         if result.failure is not None:
-            self.failures += 1
             where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
             print(f"{where}: not applied ({APPLY_FAILED}): {failure_detail(result.failure)}", file=sys.stderr)
         return result

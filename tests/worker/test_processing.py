@@ -293,7 +293,7 @@ def test_a_first_event_that_raises_leaves_an_empty_run_in_the_worker_and_in_repl
     result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
     replayer = Replayer(CONFIG)
     assert replayer.apply(decode_event(recs[0].value or b"")).failure is not None
-    assert result.value is not None and replayer.failures == 1
+    assert result.value is not None
     assert envelope.decode(result.value).state == replayer.state("a")
 
 
