@@ -22,8 +22,9 @@ again before the gateway's own critical threshold blocked it). Warnings save not
 Unknown stays unknown: a run that never reported usage has null figures; a cost is null unless every model
 call it covers was priced by the gateway.
 
-Bounded: at most :data:`MAX_LOOPS` loops per run (the oldest is forgotten: a forgotten loop that decides again
-starts afresh) and the last :data:`DEDUP_CAPACITY` usage event keys (a redelivered usage event counts once).
+Bounded: figures saturate at :data:`TOKEN_CEILING` and :data:`COST_CEILING`; at most :data:`MAX_LOOPS` loops
+per run (the oldest is forgotten: a forgotten loop that decides again starts afresh) and the last
+:data:`DEDUP_CAPACITY` usage event keys (a redelivered usage event counts once).
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ _FORMAT: Final = 1
 _LATEST_RESULT = re.compile(r"(:[0-9a-f]{64}):(?:error:)?[0-9a-f]{64}$")
 
 
+#: Where usage figures stop growing: 2**53, the largest integer every JSON reader (JavaScript's too) keeps exact.
+#: No real run comes near it. Unbounded, a gateway sending huge token counts (each field may be 2**53) pushed a
+#: run's sum past 2**64 within a few hundred events, which neither the state's msgpack nor the verdict's JSON
+#: encodes: the run could never be stored again, and its partition stopped on every worker.
+TOKEN_CEILING: Final = 2**53
+#: The same for summed costs (US dollars): finite, so a difference of two sums is never ``inf - inf``.
+COST_CEILING: Final = float(2**53)
+
+
 @dataclass(frozen=True, slots=True)
 class Tally:
     """Usage added up: model calls, tokens, the summed known cost and how many calls had one."""
@@ -58,8 +68,8 @@ class Tally:
         known = event.cost_usd is not None
         return Tally(
             self.calls + 1,
-            self.tokens + event.tokens,
-            self.cost_usd + (event.cost_usd or 0.0),
+            min(self.tokens + event.tokens, TOKEN_CEILING),
+            min(self.cost_usd + (event.cost_usd or 0.0), COST_CEILING),
             self.priced + known,
         )
 
@@ -199,8 +209,9 @@ def charge(
         calls = _saved_calls(decision, loop)
         saved_tokens = saved_cost = None
         if calls:
-            saved_tokens = round(mean.tokens * calls / mean.calls)
-            saved_cost = mean.cost_usd * calls / mean.calls if mean.cost_known else None
+            within = mean.tokens * calls < TOKEN_CEILING * mean.calls  # exact: no float can overflow here
+            saved_tokens = round(mean.tokens * calls / mean.calls) if within else TOKEN_CEILING
+            saved_cost = min(mean.cost_usd * calls / mean.calls, COST_CEILING) if mean.cost_known else None
         costs.append(
             LoopCost(
                 tokens_in_loop=spent.tokens,

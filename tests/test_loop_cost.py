@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 
 from schemas import ModelUsageEvent
 from streams.audit.replay import replay_lines
-from streams.config_file import load_openclaw_config
+from streams.config_file import LoadedConfig, load_openclaw_config
 from streams.detection import Decision
 from streams.detection.types import LoopConfig
 from streams.loop_cost import (
+    COST_CEILING,
     DEDUP_CAPACITY,
     MAX_LOOPS,
+    TOKEN_CEILING,
     UNKNOWN,
     RunUsage,
     Tally,
@@ -133,6 +135,28 @@ def test_state_stays_bounded_and_figures_consistent(ops: list[tuple[Any, ...]]) 
     if state is not None:  # a redelivered id counts once (while remembered), a new one always
         ids = [op[3] for op in ops if op[0] == "usage"]
         assert len(set(ids)) <= state.total.calls <= len(ids)
+
+
+def test_huge_usage_figures_saturate_so_a_run_can_always_be_stored_and_priced() -> None:
+    """Each token field may be 2**53: a few hundred such events once pushed a run's sum past 2**64, which the
+    envelope's msgpack refuses, so the run could never be stored again and its partition stopped."""
+    big = 2**53
+    fields = {"gateway_id": "gw", "session_id": "s", "run_id": "r", "ts": 0, "cost_usd": 1e308}
+    tokens = {name: big for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")}
+    events = [ModelUsageEvent(type="model_usage", event_id=f"u{i}", **fields, **tokens) for i in range(600)]
+    state: RunUsage | None = None
+    for event in events:
+        state = record(state, event)
+    assert state is not None and (state.total.tokens, state.total.cost_usd) == (TOKEN_CEILING, COST_CEILING)
+    assert RunUsage.from_primitive(msgpack.unpackb(msgpack.packb(state.to_primitive()))) == state
+    boundless = LoopConfig(enabled=True, warning_threshold=3, critical_threshold=10**300)  # a float in the file
+    _, (abort,) = charge(state, [decision("abort")], boundless)
+    assert (abort.saved_tokens, abort.saved_cost_usd) == (TOKEN_CEILING, COST_CEILING)
+    assert orjson.loads(orjson.dumps(abort.verdict_fields()))["saved_tokens_estimate"] == TOKEN_CEILING
+    # through the worker's processing: the run's envelope encodes
+    records = [InputRecord("t", 0, i, b"r", orjson.dumps(e.model_dump(mode="json"))) for i, e in enumerate(events)]
+    group = plan_batch(records, 0).groups[b"r"]
+    assert RunProcessor(LoadedConfig.default()).process(group, records, None, 0).value is not None
 
 
 def _replay(events: list[dict[str, Any]], config_path: Any) -> list[dict[str, Any]]:
