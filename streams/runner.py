@@ -53,10 +53,8 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
     on the one path, it lets the worker dead-letter it (:data:`APPLY_FAILED`) where it would otherwise stop
     its partition on every worker, and lets every audit skip exactly what the worker skipped.
     """
-    profile = DEFAULT_PROFILE
     try:
         loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
-        profile = loop.profile
         if isinstance(event, ModelUsageEvent):
             scope = scope_key(event)
             if usage is not None:
@@ -68,7 +66,7 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
     except MemoryError:
         raise  # the host's, not the event's: another attempt may apply it
     except Exception as exc:  # any defect of the core: the caller reports it
-        return Step(scope_key(event), state or EMPTY, [], profile, (), exc)
+        return Step(scope_key(event), state or EMPTY, [], DEFAULT_PROFILE, (), exc)  # judged by no profile
     return Step(tool_event.scope, new_state, decisions, loop.profile, costs)
 
 

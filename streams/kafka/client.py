@@ -28,12 +28,7 @@ async def partition_counts(
     bootstrap: str, *, timeout: float = 15.0, security: KafkaSecurity | None = None
 ) -> dict[str, int]:
     """``{topic: partitions}`` of every topic in the cluster (never creates one)."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    auth = security.aiokafka_kwargs() if security is not None else {}
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-cli", **auth
-    )
+    admin = _admin(bootstrap, timeout, security)
     async with started(admin, timeout):
         described: list[dict[str, Any]] = await asyncio.wait_for(admin.describe_topics(None), timeout)
     return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
@@ -44,15 +39,11 @@ async def cleanup_policies(
 ) -> dict[str, str | None]:
     """``{topic: cleanup.policy}`` of existing ``topics``: Kafka's default ``delete`` where the broker lists no
     value (Tansu lists only what was set), None where it refused to say (no DescribeConfigs permission, say)."""
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     if not topics:
         return {}
-    auth = security.aiokafka_kwargs() if security is not None else {}
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-cli", **auth
-    )
+    admin = _admin(bootstrap, timeout, security)
     wanted = [ConfigResource(ConfigResourceType.TOPIC, name) for name in topics]
     async with started(admin, timeout):
         responses = await asyncio.wait_for(admin.describe_configs(wanted), timeout)
@@ -63,6 +54,16 @@ async def cleanup_policies(
             failed = resource["error_code"] != 0
             policies[resource["resource_name"]] = None if failed else entries.get("cleanup.policy") or "delete"
     return policies
+
+
+def _admin(bootstrap: str, timeout: float, security: KafkaSecurity | None) -> Any:
+    """The commands' short-lived admin client (start it with :func:`started`)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    auth = security.aiokafka_kwargs() if security is not None else {}
+    return AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), client_id="loopwatch-cli", **auth
+    )
 
 
 def scope_key_from_raw(raw: bytes) -> bytes | None:

@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import pytest
 
-import streams.runner
 from streams.audit import compare, explain, replay, source
 from streams.cli import main
 from streams.config_file import load_openclaw_config
@@ -19,6 +18,7 @@ from streams.detection import RunState
 from streams.kafka import reader
 from streams.runner import step, to_verdict
 from tests.support.audit import ListSource
+from tests.support.faults import core_raises
 from tests.support.scenarios import load_scenarios, wire_events, write_inputs
 
 SCENARIOS = {s["name"]: s for s in load_scenarios()}
@@ -188,14 +188,7 @@ def test_explain_shows_an_event_that_raised_as_not_applied_and_goes_on_without_i
 ) -> None:
     """The worker dead-letters an event the core raises on and applies the run's later events without it;
     the explanation shows the same, instead of dying with a traceback."""
-    core = streams.runner.apply
-
-    def apply(state: Any, tool_event: Any, loop: Any) -> Any:
-        if tool_event.call_id == "call-3":
-            raise ValueError("a defect")
-        return core(state, tool_event, loop)
-
-    monkeypatch.setattr(streams.runner, "apply", apply)
+    core_raises(monkeypatch, lambda ev: ev.call_id == "call-3", lambda _ev: ValueError("a defect"))
     steps, run, config = _explain(GENERIC, tmp_path)
     assert len(steps) == len(GENERIC["events"])
     failed = [s for s in steps if s.not_applied is not None]

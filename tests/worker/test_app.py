@@ -17,7 +17,6 @@ from faust.types import TP
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import streams.runner
 from streams.config_file import LoadedConfig
 from streams.kafka.lease import OwnershipLost
 from streams.worker import app as worker_app
@@ -36,6 +35,7 @@ from streams.worker.app import (
 from streams.worker.event_context import source_partition
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.settings import LINGER_ENOUGH, WorkerSettings
+from tests.support.faults import core_raises
 from tests.worker.support import event, records
 
 
@@ -504,10 +504,7 @@ def test_an_event_that_raises_goes_to_the_dead_letter_topic_and_is_counted(
 
     worker.app.producer = _Producer()  # type: ignore[assignment]
 
-    def broken(*_: Any) -> Any:
-        raise RuntimeError("a defect")
-
-    monkeypatch.setattr(streams.runner, "apply", broken)
+    core_raises(monkeypatch, lambda _ev: True, lambda _ev: RuntimeError("a defect"))
     recs = records([event(0, "a"), event(1, "b")])
 
     async def run() -> None:

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 import pytest
 
-import streams.runner
 from streams.audit.replay import replay_lines
 from streams.decode import INVALID_REASONS, KEY_MISMATCH, decode_event
 from streams.runner import Replayer
@@ -32,6 +31,7 @@ from streams.worker.processing import (
     newest_states,
     plan_batch,
 )
+from tests.support.faults import core_raises
 from tests.worker.support import CONFIG, TOPIC, event, mixed_events, records
 
 NOW = 1_800_000_000_000
@@ -229,15 +229,8 @@ def test_a_new_partition_starts_a_new_offset_sequence() -> None:
 
 
 def _raise_on(monkeypatch: pytest.MonkeyPatch, event_id: str) -> None:
-    """Make the detection core raise, with a message quoting the event, when it applies ``event_id``."""
-    core = streams.runner.apply
-
-    def apply(state: Any, tool_event: Any, loop: Any) -> Any:
-        if tool_event.dedup_key.endswith("\x00" + event_id):
-            raise KeyError(tool_event.args)  # its message quotes the event's values
-        return core(state, tool_event, loop)
-
-    monkeypatch.setattr(streams.runner, "apply", apply)
+    """Make the detection core raise, with a message quoting the event's arguments, when it applies ``event_id``."""
+    core_raises(monkeypatch, lambda ev: ev.dedup_key.endswith("\x00" + event_id), lambda ev: KeyError(ev.args))
 
 
 def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
