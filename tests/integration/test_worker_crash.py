@@ -124,7 +124,8 @@ def test_a_frozen_worker_writes_nothing_once_its_partitions_moved_on(broker: Any
     finish every event, then SIGCONT it. It resumes with batches whose verdicts were sent but whose states were
     not stored (under steady traffic a store step gathers for up to 0.2 s); written now, they would end the
     changelog with older states of those runs than the new owner's (the final check below). It must stop
-    without writing: its ownership lease lapsed (streams.kafka.lease)."""
+    without writing: its ownership lease lapsed (streams.kafka.lease). Frozen between two store steps, it has
+    nothing to write, and joins the group again."""
     bootstrap, names, config, events, first, second = _two_workers(broker, tmp_path, "frozen", 12000, seed=13)
     frozen = False
     try:
@@ -150,11 +151,19 @@ def test_a_frozen_worker_writes_nothing_once_its_partitions_moved_on(broker: Any
         ended = wait_until_exit(first, 30)
         time.sleep(2.0)  # anything it still wrote has reached the broker
         duplicates, got = check_stream(bootstrap, names, events, config)
-        assert len(got) == len(want) > 50
-        assert ended == EXIT_FATAL, f"the frozen worker went on (exit {ended}):\n{first.log()[-3000:]}"
-        assert "can no longer be sure that it owns its partitions" in first.log()
+        assert len(got) == len(want) > 50  # every state exact: nothing stale was written (the invariant)
+        log = first.log()
+        if ended is None:
+            # Frozen between two store steps (once in a fresh-clone CI run): nothing unstored, so no write had to
+            # be refused. It must then have learnt that it was evicted, and joined again instead of writing.
+            evicted = ("member_id was not recognized", "session expired", "UnknownMemberId")
+            assert any(sign in log for sign in evicted), log[-3000:]
+            assert "can no longer be sure that it owns its partitions" not in log
+        else:
+            assert ended == EXIT_FATAL, f"the frozen worker ended with {ended}:\n{log[-3000:]}"
+            assert "can no longer be sure that it owns its partitions" in log
         second.assert_no_errors()
-        print(f"frozen worker stopped without writing; {len(got)} verdicts, {duplicates} duplicate records")
+        print(f"frozen worker: exit {ended}; {len(got)} verdicts, {duplicates} duplicate records")
     finally:
         if frozen:
             os.kill(first.pid, signal.SIGCONT)
