@@ -32,6 +32,8 @@ What each limit protects, and why its default never rejects a realistic tool cal
     Kafka and store keys (the scope key) and in memoised per-agent configs. Real ids are under 100
     characters (OpenAI-style tool names are at most 64).
 
+A run's state must also fit in one Kafka record, which the decoder cannot check: see :data:`MAX_STATE_BYTES`.
+
 The checks run after the parse, on the parsed record, and cost almost nothing for typical events: the length
 and a byte count prove most records cannot exceed a limit (see :func:`record_violation`). Memory: an accepted
 record holds at most ``max_values`` Python objects plus its strings; the parse of a rejected one is transient
@@ -43,6 +45,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from streams.detection.digest_ring import WIDTH
+from streams.detection.state import DEDUP_CAPACITY, MAX_BLOCKED_IDS, MAX_WARNING_KEYS
 
 #: orjson rejects documents nested deeper than this itself (reported as ``not_json``).
 ORJSON_MAX_DEPTH: Final = 1024
@@ -153,3 +158,30 @@ def id_violation(obj: dict[str, Any], limits: DecodeLimits) -> str | None:
         if type(value) is str and len(value) > limit:
             return f"max_id_length: {name} is {len(value)} characters > limit {limit}"
     return None
+
+
+#: The most bytes a run's packed core state may take (msgpack, as stored). The worker keeps a run as one
+#: changelog record, and Faust's producer refuses records over 1,000,000 bytes (``producer_max_request_size``);
+#: the rest of that record (the scope key, at most 4 KiB; model usage, 1.5 KiB; the envelope's header; Kafka's
+#: framing) fits in the difference. An event that would take its run past it is not applied
+#: (:func:`streams.runner.step`): a state that cannot be stored would stop its partition on every worker.
+MAX_STATE_BYTES: Final = 990_000
+
+#: The most one call record adds to a packed state: its tool name, call id and missing-tool name at
+#: ``max_id_length`` characters of 4 UTF-8 bytes each (strings keep a 5-byte header at most), with room for its
+#: digests, kinds, indexes and 2026.9 marks (under 256 bytes even when nothing packs as binary).
+RECORD_BYTES_BOUND: Final = 3 * (4 * DEFAULT_LIMITS.max_id_length + 5) + 256
+
+#: The most everything but the history adds: full rings of blocked ids, de-duplication keys and warning keys
+#: (with their counts), the guard's first record and the fixed fields.
+OTHER_BYTES_BOUND: Final = (
+    (MAX_BLOCKED_IDS + DEDUP_CAPACITY + MAX_WARNING_KEYS) * WIDTH + 9 * MAX_WARNING_KEYS + RECORD_BYTES_BOUND + 256
+)
+
+#: A history of up to this many records always fits in :data:`MAX_STATE_BYTES`, whatever its ids: below it no
+#: state is measured, so the default ``historySize`` (30) costs nothing. Longer histories are measured per event.
+ALWAYS_FITS_RECORDS: Final = (MAX_STATE_BYTES - OTHER_BYTES_BOUND) // RECORD_BYTES_BOUND
+
+#: The fewest bytes a completed call adds (a one-character tool name, both digests binary, no call id): a history
+#: longer than ``MAX_STATE_BYTES`` over this can outgrow a record whatever the ids (``config check`` warns).
+COMPACT_RECORD_BYTES: Final = 65

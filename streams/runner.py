@@ -12,12 +12,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
+import msgpack
+
 from schemas import CURRENT_VERDICT_VERSION, Event, ModelUsageEvent, SourceRef, Verdict, verdict_id
 from streams.config_file import LoadedConfig
 from streams.decode import scope_key, to_tool_event
 from streams.detection import Decision, RunState
 from streams.detection.profiles import DEFAULT_PROFILE, apply
 from streams.detection.state import EMPTY
+from streams.limits import ALWAYS_FITS_RECORDS, MAX_STATE_BYTES
 from streams.loop_cost import LoopCost, UsageBook
 
 
@@ -40,6 +43,27 @@ class Step(NamedTuple):
 
 #: The dead-letter reason (and metric label) of an event that raised while it was applied: a loopwatch defect.
 APPLY_FAILED: Final = "apply_failed"
+#: The dead-letter reason of an event that would have taken its run's state past what one Kafka record holds.
+STATE_TOO_LARGE: Final = "state_too_large"
+
+
+class StateTooLarge(Exception):
+    """The state an event would leave its run with packs to ``size`` bytes, over :data:`MAX_STATE_BYTES`: it
+    could not be stored, so the event is not applied (a long ``historySize`` with long ids; not a defect)."""
+
+    def __init__(self, size: int, records: int) -> None:
+        super().__init__(size, records)
+        self.size = size
+        self.records = records
+
+
+def _check_storable(state: RunState) -> None:
+    """Raise :class:`StateTooLarge` for a state the worker could not store. Only histories longer than
+    :data:`ALWAYS_FITS_RECORDS` are packed to find out, so the default ``historySize`` pays one comparison."""
+    if len(state.history) > ALWAYS_FITS_RECORDS:
+        size = len(msgpack.packb(state.to_primitive(), use_bin_type=True))
+        if size > MAX_STATE_BYTES:
+            raise StateTooLarge(size, len(state.history))
 
 
 def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
@@ -50,8 +74,9 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
 
     An event that raises is not applied: the run keeps its state and the exception comes back as ``failure``.
     The core is pure, so the same event on the same state raises again wherever it is applied; caught here,
-    on the one path, it lets the worker dead-letter it (:data:`APPLY_FAILED`) where it would otherwise stop
-    its partition on every worker, and lets every audit skip exactly what the worker skipped.
+    on the one path, it lets the worker dead-letter it (:func:`failure_reason`) where it would otherwise stop
+    its partition on every worker, and lets every audit skip exactly what the worker skipped. So is an event
+    whose new state the worker could not store (:class:`StateTooLarge`).
     """
     try:
         loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
@@ -62,6 +87,7 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
             return Step(scope, state or EMPTY, [], loop.profile)
         tool_event = to_tool_event(event)
         new_state, decisions = apply(state, tool_event, loop)
+        _check_storable(new_state)  # before the usage is charged: an event not applied changes nothing
         costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
     except MemoryError:
         raise  # the host's, not the event's: another attempt may apply it
@@ -70,9 +96,19 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
     return Step(tool_event.scope, new_state, decisions, loop.profile, costs)
 
 
+def failure_reason(failure: Exception) -> str:
+    """The dead-letter reason of an event not applied (:func:`step`)."""
+    return STATE_TOO_LARGE if isinstance(failure, StateTooLarge) else APPLY_FAILED
+
+
 def failure_detail(failure: Exception) -> str:
-    """What is said of an event that raised (:func:`step`): the exception's type only, as its message may quote
-    the event's values."""
+    """What is said of an event not applied (:func:`step`). Of one that raised, the exception's type only, as
+    its message may quote the event's values."""
+    if isinstance(failure, StateTooLarge):
+        return (
+            f"the run's state would take {failure.size:,} bytes with its {failure.records:,} calls, over the "
+            f"{MAX_STATE_BYTES:,} a stored run may take (lower historySize)"
+        )
     return f"{type(failure).__name__} raised while applying the event (a loopwatch defect)"
 
 
@@ -103,13 +139,14 @@ class Replayer:
         self.usage.runs.pop(scope, None)  # the worker's envelope carries both, and expiry drops both
 
     def apply(self, event: Event) -> Step:
-        """Apply ``event`` to its run's state and keep the new one. An event that raised is reported on stderr
-        (the worker dead-letters it as :data:`APPLY_FAILED`) and leaves its run as it was."""
+        """Apply ``event`` to its run's state and keep the new one. An event not applied is reported on stderr
+        (the worker dead-letters it, :func:`failure_reason`) and leaves its run as it was."""
         result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
         self.states[result.scope] = result.state
         if result.failure is not None:
             where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
-            print(f"{where}: not applied ({APPLY_FAILED}): {failure_detail(result.failure)}", file=sys.stderr)
+            reason, detail = failure_reason(result.failure), failure_detail(result.failure)
+            print(f"{where}: not applied ({reason}): {detail}", file=sys.stderr)
         return result
 
     def counted(self, result: Step) -> list[tuple[Decision, LoopCost | None]]:
@@ -167,4 +204,14 @@ def to_verdict(
     )
 
 
-__all__ = ["APPLY_FAILED", "Replayer", "Step", "failure_detail", "step", "to_verdict"]
+__all__ = [
+    "APPLY_FAILED",
+    "STATE_TOO_LARGE",
+    "Replayer",
+    "StateTooLarge",
+    "Step",
+    "failure_detail",
+    "failure_reason",
+    "step",
+    "to_verdict",
+]

@@ -141,7 +141,17 @@ SURFACES: dict[str, set[str]] = {
         "scope_key_of",
         "to_tool_event",
     },
-    "streams.runner": {"APPLY_FAILED", "Replayer", "Step", "failure_detail", "step", "to_verdict"},
+    "streams.runner": {
+        "APPLY_FAILED",
+        "STATE_TOO_LARGE",
+        "Replayer",
+        "StateTooLarge",
+        "Step",
+        "failure_detail",
+        "failure_reason",
+        "step",
+        "to_verdict",
+    },
     "streams.simulate": {
         "ARCHETYPES",
         "BASE_TS_MS",

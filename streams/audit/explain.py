@@ -30,7 +30,7 @@ from streams.detection import RunState
 from streams.detection.detectors import no_progress_streak, ping_pong, unknown_tool_streak
 from streams.detection.outcome import args_hash, hash_outcome
 from streams.loop_cost import RunUsage, loop_cost_text
-from streams.runner import APPLY_FAILED, Replayer, failure_detail
+from streams.runner import Replayer, failure_detail, failure_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ def explain_run(
         before = replayer.state(scope_key(event))
         result = replayer.apply(event)  # first: an event that raises is shown as the worker took it, not applied
         if result.failure is not None:
-            reason = f"not applied ({APPLY_FAILED}, dead-lettered): {failure_detail(result.failure)}"
+            reason = f"not applied ({failure_reason(result.failure)}, dead-lettered): {failure_detail(result.failure)}"
             steps.append(ExplainStep(pe.label, event.type, event.event_id, "", None, None, None, None, [], True,
                                      restart, not_applied=reason))  # fmt: skip
             continue

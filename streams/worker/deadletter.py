@@ -18,7 +18,7 @@ from typing import Final, Literal
 import orjson
 
 from streams.decode import REJECT_REASONS
-from streams.runner import APPLY_FAILED
+from streams.runner import APPLY_FAILED, STATE_TOO_LARGE
 
 #: Upper bound of an encoded dead-letter record (below Kafka's default ``message.max.bytes`` of 1 MB).
 MAX_RECORD_BYTES: Final = 900_000
@@ -26,8 +26,8 @@ MAX_RECORD_BYTES: Final = 900_000
 #: key (well under this), so only a hostile or broken producer's key is cut, and the record still fits.
 MAX_KEY_BYTES: Final = 4_096
 _ENVELOPE_SLACK: Final = 4_096
-#: Every dead-letter reason (the closed set of the metric label): a record refused, or an event that raised.
-DEAD_LETTER_REASONS: Final = (*REJECT_REASONS, APPLY_FAILED)
+#: Every dead-letter reason (the closed set of the metric label): a record refused, or an event not applied.
+DEAD_LETTER_REASONS: Final = (*REJECT_REASONS, APPLY_FAILED, STATE_TOO_LARGE)
 
 
 @dataclass(frozen=True, slots=True)

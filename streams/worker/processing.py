@@ -33,7 +33,7 @@ from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
 from streams.loop_cost import LoopCost, UsageBook
-from streams.runner import APPLY_FAILED, failure_detail, step, to_verdict
+from streams.runner import StateTooLarge, failure_detail, failure_reason, step, to_verdict
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_key, dead_letter_record
 from streams.worker.envelope import StoredRun
@@ -105,7 +105,9 @@ class RunResult:
     redelivered: int = 0
     duplicates: int = 0
     run: StoredRun | None = None
-    dead_letters: list[DeadLetter] = field(default_factory=list)  # events that raised (:data:`APPLY_FAILED`)
+    dead_letters: list[DeadLetter] = field(
+        default_factory=list
+    )  # events not applied (:func:`streams.runner.failure_reason`)
 
 
 def plan_batch(
@@ -296,20 +298,23 @@ class RunProcessor:
         return RunResult(None, partition, publications, applied, redelivered, duplicates, run, dead)
 
     def _failed(self, rec: InputRecord, failure: Exception, now_ms: int) -> DeadLetter:
-        """The dead letter of an event that raised while applied (:func:`streams.runner.step`), logged with where
-        it raised: a defect to fix. The log names the exception's type and frames, never its message (it may
-        quote the event's values, which ``--dead-letter-original digest`` keeps out), and comes at most every
-        :data:`FAILURE_LOG_SECONDS`: a flood of such events is counted, not written out one traceback each."""
+        """The dead letter of an event not applied (:func:`streams.runner.step`), logged. One that raised is a
+        defect to fix: the log names the exception's type and frames, never its message (it may quote the
+        event's values, which ``--dead-letter-original digest`` keeps out). One whose run's state outgrew a
+        record is the config's (a warning with the sizes). Either line comes at most every
+        :data:`FAILURE_LOG_SECONDS`: a flood of such events is counted, not written out one line each."""
+        reason = failure_reason(failure)
         now = now_ms / 1000
         if now - self._failure_logged_at >= FAILURE_LOG_SECONDS:
             more = f" ({self._failures_unlogged} more since the last such line)" if self._failures_unlogged else ""
-            frames = "".join(traceback.format_tb(failure.__traceback__)).rstrip()
-            log.error(
-                "%s[%d]@%d: event not applied, dead-lettered (%s)%s: %s raised at\n%s",
-                rec.topic, rec.partition, rec.offset, APPLY_FAILED, more, type(failure).__name__, frames,
-            )  # fmt: skip
+            where = f"{rec.topic}[{rec.partition}]@{rec.offset}: event not applied, dead-lettered ({reason}){more}"
+            if isinstance(failure, StateTooLarge):
+                log.warning("%s: %s", where, failure_detail(failure))
+            else:
+                frames = "".join(traceback.format_tb(failure.__traceback__)).rstrip()
+                log.error("%s: %s raised at\n%s", where, type(failure).__name__, frames)
             self._failure_logged_at, self._failures_unlogged = now, 0
         else:
             self._failures_unlogged += 1
         raw = rec.value if rec.value is not None else b""
-        return _dead(rec, raw, APPLY_FAILED, failure_detail(failure), now_ms, self.dead_letter_policy)
+        return _dead(rec, raw, reason, failure_detail(failure), now_ms, self.dead_letter_policy)

@@ -380,3 +380,28 @@ def test_huge_numbers_print_as_javascript_does(empty: Path) -> None:
     document = json.loads(out)
     assert document["default"]["warningThreshold"] == 1e308 and document["warnings"][0]["value_used"] == 1e308
     assert '"warningThreshold": 1e+308,' in out
+
+
+# --- a history longer than loopwatch can store of a run ------------------------------------------------------
+
+
+def test_a_history_too_long_to_store_fails_the_gate_where_it_is_set(empty: Path) -> None:
+    """A run's state is stored as one Kafka record: a history of thousands of calls outgrows it whatever the
+    ids, and the run's later events would be dead-lettered. Said where the size is set, inherited or not."""
+    name = write(
+        empty,
+        "c.json5",
+        """{ tools: { loopDetection: { enabled: true, historySize: 15000 } },
+  agents: { list: [ {id: "a", tools: {loopDetection: {historySize: 20000}}}, {id: "b"},
+                    {id: "c", tools: {loopDetection: {historySize: 100}}} ] } }""",
+    )
+    result = lw(empty, "config", "check", name)
+    assert result.code == 1
+    tail = (
+        "a run's state outgrows what loopwatch can store of it (990,000 bytes) after about 15,230 calls, fewer "
+        "with long ids; its later events are then dead-lettered (state_too_large) (using 20000)"
+    )
+    assert result.err.splitlines() == [f"warning: agents.list[0].tools.loopDetection.historySize: {tail}"]
+    result = lw(empty, "config", "check", write(empty, "d.json5", "{tools: {loopDetection: {historySize: 16000}}}"))
+    assert result.code == 1
+    assert result.err == f"warning: tools.loopDetection.historySize: {tail.replace('20000', '16000')}\n"

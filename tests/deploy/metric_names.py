@@ -75,6 +75,7 @@ KNOWN_LABEL_VALUES: dict[str, frozenset[str]] = {
             "limits_exceeded",
             "key_mismatch",
             "apply_failed",
+            "state_too_large",
         }
     ),
 }

@@ -19,8 +19,10 @@ import orjson
 import pytest
 
 from streams.audit.replay import replay_lines
+from streams.config_file import LoadedConfig
 from streams.decode import INVALID_REASONS, KEY_MISMATCH, decode_event
-from streams.runner import Replayer
+from streams.limits import MAX_STATE_BYTES
+from streams.runner import STATE_TOO_LARGE, Replayer
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
 from streams.worker.processing import (
@@ -259,6 +261,44 @@ def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
     # redelivered after its state was stored: not applied again, so not dead-lettered again
     again = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, result.value, NOW)
     assert again.dead_letters == [] and again.redelivered == 6
+
+
+def _long_calls(n: int, run: str) -> list[dict[str, Any]]:
+    """Calls with distinct tool names and call ids at the 1,024-character limit, in 4-byte characters, and no
+    outcome: each keeps about 8 KB in its run's state while it is in the window."""
+    wide = "\U0001d4e7"
+    evs = []
+    for i in range(n):
+        ev = event(i, run, tool=f"t{i}".ljust(1024, wide))
+        ev["call_id"] = f"c{i}".ljust(1024, wide)
+        del ev["result"]
+        evs.append(ev)
+    return evs
+
+
+def test_an_event_that_would_outgrow_a_record_is_dead_lettered_and_the_run_keeps_a_storable_state(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A state that cannot be stored would stop the partition at its store step on every worker: the events
+    that would take the run past MAX_STATE_BYTES are not applied, as replay does not apply them."""
+    config = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "historySize": 200}}})
+    evs = _long_calls(130, "a")
+    recs = records(evs, partition=1)
+    result = RunProcessor(config).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    reasons = {d.reason for d in result.dead_letters}
+    assert reasons == {STATE_TOO_LARGE} and 0 < len(result.dead_letters) < 30
+    detail = orjson.loads(result.dead_letters[0].value)["detail"]
+    assert detail.startswith("the run's state would take ") and "lower historySize" in detail
+    assert len(result.applied_types) == 130 - len(result.dead_letters)
+    assert result.value is not None and MAX_STATE_BYTES - 10_000 < len(result.value) < 1_000_000
+    assert envelope.decode(result.value).last_offset == 129
+    replayer = Replayer(config)
+    skipped = [at for at, ev in enumerate(evs) if replayer.apply(decode_event(orjson.dumps(ev))).failure is not None]
+    assert skipped == [orjson.loads(d.value)["source"]["offset"] for d in result.dead_letters]
+    assert replayer.state("a") == envelope.decode(result.value).state
+    assert (
+        f"'a-e{skipped[0]}' of gateway 'gw': not applied (state_too_large): the run's state" in capsys.readouterr().err
+    )
 
 
 def test_events_that_raise_are_logged_with_where_not_with_their_values_and_not_one_traceback_each(
