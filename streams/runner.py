@@ -58,12 +58,10 @@ class StateTooLarge(Exception):
 
 
 def _check_storable(state: RunState) -> None:
-    """Raise :class:`StateTooLarge` for a state the worker could not store. Only histories longer than
-    :data:`ALWAYS_FITS_RECORDS` are packed to find out, so the default ``historySize`` pays one comparison."""
-    if len(state.history) > ALWAYS_FITS_RECORDS:
-        size = len(msgpack.packb(state.to_primitive(), use_bin_type=True))
-        if size > MAX_STATE_BYTES:
-            raise StateTooLarge(size, len(state.history))
+    """Raise :class:`StateTooLarge` for a state the worker could not store (packed once to find out)."""
+    size = len(msgpack.packb(state.to_primitive(), use_bin_type=True))
+    if size > MAX_STATE_BYTES:
+        raise StateTooLarge(size, len(state.history))
 
 
 def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
@@ -87,7 +85,8 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
             return Step(scope, state or EMPTY, [], loop.profile)
         tool_event = to_tool_event(event)
         new_state, decisions = apply(state, tool_event, loop)
-        _check_storable(new_state)  # before the usage is charged: an event not applied changes nothing
+        if len(new_state.history) > ALWAYS_FITS_RECORDS:  # else it fits whatever its ids (streams.limits)
+            _check_storable(new_state)  # before the usage is charged: an event not applied changes nothing
         costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
     except MemoryError:
         raise  # the host's, not the event's: another attempt may apply it
