@@ -182,6 +182,8 @@ class CompatOptions:
     pause_changelogs: bool = True
     take_ahead: bool = True
     probe_timeout: float = 15.0
+    #: Seconds a standby partition that caught up with its changelog rests before it is fetched again (0: never).
+    standby_pace: float = 0.5
 
 
 # --- end offsets ------------------------------------------------------------------------------------------
@@ -746,6 +748,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._bulk_positions: dict[Any, int] = {}  # durably processed up to here, not committed yet
         self._throttled: dict[str, set[Any]] = {}  # bulk topic -> partitions paused in aiokafka: its sink is full
         self._bulk_standbys = False  # standby changelog records written to the store per fetch (see below)
+        self._resting: set[Any] = set()  # standby partitions paused in aiokafka until their rest ends
         conf = self.app.conf
         self.lease = OwnershipLease(conf.broker_session_timeout, conf.broker_rebalance_timeout)
 
@@ -775,11 +778,13 @@ class CompatConsumer(faust_aiokafka.Consumer):
             self._held |= streams
             resume -= streams
         if resume:
+            self._resting -= resume
             super().resume_partitions(resume)
             self._pause_in_aiokafka(resume, paused=False)
 
     def pause_partitions(self, tps: Iterable[Any]) -> None:
         paused = set(tps)
+        self._resting -= paused  # Faust's pause now: a rest ending later must not resume them
         self._held -= paused
         if any(not self._is_changelog_tp(tp) for tp in paused):
             self._positioned = False  # a rebalance: the next resume waits for the next seek
@@ -819,14 +824,18 @@ class CompatConsumer(faust_aiokafka.Consumer):
             if (self._gapless(tp) and (paused or tp not in throttled.get(tp.topic, ())))
             or (changelogs and self._is_changelog_tp(tp))
         ]
+        if streams:
+            self._set_paused_in_aiokafka(streams, paused=paused)
+
+    def _set_paused_in_aiokafka(self, tps: Sequence[Any], *, paused: bool) -> None:
         thread = self._thread
         aio = getattr(thread, "_consumer", None)
-        if not streams or aio is None:
+        if aio is None:
             return
 
         def apply() -> None:  # on the consumer thread's loop, like every other aiokafka call
             assigned = aio.assignment()
-            for tp in streams:
+            for tp in tps:
                 if tp in assigned:
                     (aio.pause if paused else aio.resume)(tp)
 
@@ -1035,6 +1044,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             return records
         rest = dict(records)
         offsets = recovery.standby_offsets
+        pace = self.compat_options.standby_pace
         for tp in mine:
             table = recovery.tp_to_table.get(tp)
             seen = offsets.get(tp)
@@ -1053,7 +1063,31 @@ class CompatConsumer(faust_aiokafka.Consumer):
             table.apply_changelog_batch([_ChangelogRecord(tp, rec) for rec in fetched[start:]])
             offsets[tp] = fetched[-1].offset
             del rest[tp]
+            if pace and fetched[-1].offset + 1 >= (self.highwater(tp) or 0):
+                self._rest(tp, pace)
         return rest
+
+    def _rest(self, tp: Any, seconds: float) -> None:
+        """Stop fetching standby partition ``tp``, caught up with its changelog, for ``seconds``.
+
+        Every fetch request names each partition it reads, and a broker's work per fetch grows with them (the
+        embedded one lists every batch a partition holds): a copy fetched as each record is written made its
+        broker work for every store step of the peer. Rested, it is read in bursts a fraction of a second
+        behind. A copy only ever serves a takeover, whose recovery reads the changelog to its end first, so
+        nothing is lost; a partition still behind is not rested. Pauses Faust makes (a rebalance) end the rest.
+        """
+        self._resting.add(tp)
+        self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition)], paused=True)
+        asyncio.get_running_loop().call_later(seconds, self._wake, tp, self._bulk_epoch)
+
+    def _wake(self, tp: Any, epoch: int) -> None:
+        """A rest is over: fetch ``tp`` again, unless Faust paused it meanwhile or a new assignment began (which
+        starts every partition unpaused in aiokafka, and may have made ``tp`` active or taken it)."""
+        if tp not in self._resting:
+            return
+        self._resting.discard(tp)
+        if epoch == self._bulk_epoch and tp in self._get_active_partitions():
+            self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition)], paused=False)
 
     def _throttle(self, topic: str, live_active: Iterable[Any]) -> None:
         """``topic``'s sink is full: stop fetching its partitions (aiokafka pause) until the sink has room.
@@ -1133,6 +1167,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         self._bulk_epoch += 1
         self._revoking = False
         self._throttled.clear()  # a new aiokafka assignment starts unpaused; Faust pauses and resumes from here
+        self._resting.clear()
         await super().on_partitions_assigned(assigned, generation_id)
 
     async def _seek(self, partition: Any, offset: int) -> None:
@@ -1215,6 +1250,7 @@ def apply_kafka_compat(
     pause_changelogs: bool = True,
     take_ahead: bool = True,
     probe_timeout: float = 15.0,
+    standby_pace: float = 0.5,
 ) -> bool:
     """Install the remedies into a ``faust.App``; call right after creating it, before it starts.
 
@@ -1231,6 +1267,7 @@ def apply_kafka_compat(
         pause_changelogs=pause_changelogs,
         take_ahead=take_ahead,
         probe_timeout=probe_timeout,
+        standby_pace=standby_pace,
     )
     current = getattr(app, "_transport", None)
     if isinstance(current, CompatTransport):

@@ -853,6 +853,67 @@ def test_standby_records_continuing_the_applied_offset_are_written_in_one_step_n
     assert table.data.persisted_offset(STANDBY) == 7  # where a takeover's recovery starts
 
 
+def resting_standby(tmp_path: Path, *, highwater: int) -> tuple[CompatConsumer, Aiokafka, Any]:
+    """A standby consumer whose one fetch ends at offset 7, with aiokafka's pauses recorded and 50 ms rests."""
+    from aiokafka import TopicPartition
+
+    fetch = {STANDBY: [(5, b"a", b"a5"), (6, b"b", b"b6"), (7, b"b", b"b7")]}
+    consumer, _, table = standby_consumer([fetch, {}], seen=4, datadir=tmp_path)
+    apply_kafka_compat(consumer.app, standby_pace=0.05)
+    consumer.highwater = lambda tp: highwater  # type: ignore[method-assign]
+    aio = Aiokafka({TopicPartition(tp.topic, tp.partition) for tp in EVENTS + CHANGELOG})
+    thread = cast(Any, consumer._thread)
+    thread._consumer = aio
+    thread.thread_loop = aio
+    return consumer, aio, table
+
+
+def _paused_while_and_after_the_rest(consumer: CompatConsumer, aio: Aiokafka, during: Any = None) -> list[set[Any]]:
+    async def scenario() -> list[set[Any]]:
+        async for _ in consumer.getmany(timeout=0.01):
+            pass
+        seen = [set(aio.paused)]
+        if during is not None:
+            during()
+        await asyncio.sleep(0.15)
+        return [*seen, set(aio.paused)]
+
+    return cast(list[set[Any]], run(scenario()))
+
+
+def test_a_standby_partition_that_caught_up_rests_then_is_fetched_again(tmp_path: Path) -> None:
+    """Each fetch names every partition it reads, and the broker's work grows with them: a standby copy that
+    has applied its changelog's end is left out of fetches for a while, then read again."""
+    consumer, aio, table = resting_standby(tmp_path, highwater=8)
+    during, after = _paused_while_and_after_the_rest(consumer, aio)
+    assert during == {STANDBY} and after == set()
+    assert standby_copy(table) == {b"a": b"a5", b"b": b"b7"}
+
+
+def test_a_standby_partition_behind_its_changelog_end_does_not_rest(tmp_path: Path) -> None:
+    consumer, aio, _ = resting_standby(tmp_path, highwater=20)
+    assert _paused_while_and_after_the_rest(consumer, aio) == [set(), set()]
+
+
+def test_a_pause_by_faust_during_a_rest_outlasts_it(tmp_path: Path) -> None:
+    """A rebalance pauses the partition while it rests: the rest's end must not resume what Faust paused."""
+    consumer, aio, _ = resting_standby(tmp_path, highwater=8)
+    during, after = _paused_while_and_after_the_rest(consumer, aio, lambda: consumer.pause_partitions([STANDBY]))
+    assert during == {STANDBY} and after == {STANDBY}
+
+
+def test_a_new_assignment_during_a_rest_leaves_the_partition_to_it(tmp_path: Path) -> None:
+    consumer, aio, _ = resting_standby(tmp_path, highwater=8)
+
+    def reassigned() -> None:
+        aio.paused.clear()  # aiokafka's new assignment starts unpaused; Faust then pauses what it recovers
+        consumer._bulk_epoch += 1  # what on_partitions_assigned moves on
+        aio.paused.add(STANDBY)  # stands for Faust's recovery pausing it in aiokafka under the new assignment
+
+    during, after = _paused_while_and_after_the_rest(consumer, aio, reassigned)
+    assert during == {STANDBY} and after == {STANDBY}
+
+
 def test_standby_records_of_tables_in_memory_stay_on_faust_path() -> None:
     """Faust's memory store keeps keys as the table's serializer decodes them: only its own path does that."""
     consumer, recovery, _ = standby_consumer([{STANDBY: [(5, b"a", b"a5")]}], seen=4, datadir=None)
