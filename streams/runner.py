@@ -119,13 +119,19 @@ class Replayer:
     ones (what the worker sends), or every one with ``include_all``.
     """
 
-    __slots__ = ("config", "include_all", "states", "usage")
+    __slots__ = ("config", "include_all", "report", "states", "usage")
 
     def __init__(
-        self, config: LoadedConfig, states: Mapping[str, RunState | None] | None = None, *, include_all: bool = False
+        self,
+        config: LoadedConfig,
+        states: Mapping[str, RunState | None] | None = None,
+        *,
+        include_all: bool = False,
+        report: bool = True,
     ) -> None:
         self.config = config
         self.include_all = include_all
+        self.report = report  # False: events not applied are left for the caller's own pass to report
         self.states: dict[str, RunState | None] = dict(states) if states else {}
         self.usage = UsageBook()  # the runs' model usage: prices their decisions, never changes one
 
@@ -142,7 +148,7 @@ class Replayer:
         (the worker dead-letters it, :func:`failure_reason`) and leaves its run as it was."""
         result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
         self.states[result.scope] = result.state
-        if result.failure is not None:
+        if result.failure is not None and self.report:
             where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
             reason, detail = failure_reason(result.failure), failure_detail(result.failure)
             print(f"{where}: not applied ({reason}): {detail}", file=sys.stderr)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from streams.audit import changelog as audit_changelog
 from streams.audit import replay, source, with_state
 from streams.audit.changelog import Base, ChangelogRecord, select_base
 from streams.cli import main
+from streams.decode import decode_event
 from streams.kafka import reader
+from streams.runner import Replayer
 from streams.topics import changelog_topic
 from streams.worker import envelope
 from streams.worker.envelope import StoredRun
@@ -30,7 +33,9 @@ from tests.support.audit import (
     tombstone,
     version,
 )
+from tests.support.faults import core_raises
 from tests.support.scenarios import wire_events, write_inputs
+from tests.worker.support import CONFIG, event
 
 # --- selection --------------------------------------------------------------------------------------------
 
@@ -195,3 +200,19 @@ def test_with_state_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["replay", "--events", str(events), "--with-state"]) == 2
     assert "need --topic" in capsys.readouterr().err
     assert changelog_topic("loopwatch") == "loopwatch-runs-changelog"
+
+
+def test_the_check_of_a_compacted_start_does_not_report_events_not_applied(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checking whether a compacted candidate is the run's first version replays the run's events once more;
+    an event not applied is reported by the audit's own pass only, not a second time by the check."""
+    core_raises(monkeypatch, lambda ev: ev.call_id == "a-c1", lambda _ev: RuntimeError("a defect"))
+    events = [source.PositionedEvent(i, decode_event(orjson.dumps(event(i, "a")))) for i in range(3)]
+    state = Replayer(CONFIG, report=False)
+    for pe in events:
+        state.apply(pe.event)
+    candidate = Base(state.state("a"), 2, "compacted", 7)
+    confirmed = with_state.confirm_first_version(candidate, -1, events, CONFIG)
+    assert confirmed.origin == "first" and confirmed.state is None  # it rebuilt the state from empty
+    assert capsys.readouterr().err == ""
