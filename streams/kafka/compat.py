@@ -79,6 +79,9 @@ handed over while positioned are sought back at once, since aiokafka's position 
 later seek may come. Under load, the consumer thread drains a bulk topic's records from aiokafka as each fetch
 response arrives (:func:`take_ahead`), so aiokafka's next fetch is not held back until Faust's loop comes round;
 Faust receives them at its next drain if nothing sought the partition since (:func:`release_ahead`).
+Standby changelog partitions are applied per fetch too (:meth:`CompatConsumer.apply_standbys_in_bulk`), and
+one that caught up with its changelog rests ``standby_pace`` seconds, paused in aiokafka, so fetch requests
+name it only now and then (:meth:`CompatConsumer._rest`).
 
 Install them into a Faust app with :func:`apply_kafka_compat` right after creating the app. The seam is
 Faust's own factory chain: the app's consumer transport (public ``App.transport`` setter) ->
@@ -1070,10 +1073,10 @@ class CompatConsumer(faust_aiokafka.Consumer):
     def _rest(self, tp: Any, seconds: float) -> None:
         """Stop fetching standby partition ``tp``, caught up with its changelog, for ``seconds``.
 
-        Every fetch request names each partition it reads, and a broker's work per fetch grows with them (the
-        embedded one lists every batch a partition holds): a copy fetched as each record is written made its
-        broker work for every store step of the peer. Rested, it is read in bursts a fraction of a second
-        behind. A copy only ever serves a takeover, whose recovery reads the changelog to its end first, so
+        A copy fetched as each record is written made its broker answer a fetch with new records for nearly
+        every store step of the peer, and what a broker does per such answer can grow with the partition (the
+        embedded one lists every batch the partition holds). Rested, it is read in bursts, a fraction of a
+        second behind. A copy only ever serves a takeover, whose recovery reads the changelog to its end first, so
         nothing is lost; a partition still behind is not rested. Pauses Faust makes (a rebalance) end the rest.
         """
         self._resting.add(tp)
