@@ -160,9 +160,13 @@ def id_violation(obj: dict[str, Any], limits: DecodeLimits) -> str | None:
     return None
 
 
+#: The largest record the worker's producer sends (Faust's ``producer_max_request_size``, its default, set by the
+#: worker so no environment variable can lower it under :data:`MAX_STATE_BYTES`).
+MAX_RECORD_REQUEST: Final = 1_000_000
+
 #: The most bytes a run's packed core state may take (msgpack, as stored). The worker keeps a run as one
-#: changelog record, and Faust's producer refuses records over 1,000,000 bytes (``producer_max_request_size``);
-#: the rest of that record (the scope key, at most 4 KiB; model usage, 1.5 KiB; the envelope's header; Kafka's
+#: changelog record, and its producer refuses records over :data:`MAX_RECORD_REQUEST` bytes;
+#: the rest of that record (the scope key, at most 4 KiB; model usage, under 2 KiB; the envelope's header; Kafka's
 #: framing) fits in the difference. An event that would take its run past it is not applied
 #: (:func:`streams.runner.step`): a state that cannot be stored would stop its partition on every worker.
 MAX_STATE_BYTES: Final = 990_000

@@ -572,13 +572,15 @@ class CompatConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         Faust checks every assigned partition for a fetch since start; a recovered table's changelog is never
         fetched again (remedy 5), so after Faust's 5 minutes it logged a false ERROR for each of them every 7 s
         (the soak of 2026-12-06: 24 lines per check with 12 partitions). Stream partitions and standby
-        changelogs are still checked, paused or not.
+        changelogs are still checked, paused or not, unless a standby rests (:meth:`CompatConsumer._rest`).
         """
         consumer = self._consumer
+        compat = cast(CompatConsumer, self.consumer)
         on_purpose = (
             consumer is not None
-            and cast(CompatConsumer, self.consumer)._is_changelog_tp(tp)
+            and compat._is_changelog_tp(tp)
             and TopicPartition(tp.topic, tp.partition) in consumer.paused()
+            and (tp in compat._resting or tp not in compat._get_active_partitions())
         )
         if not on_purpose:
             super().verify_event_path(now, tp)
@@ -781,9 +783,11 @@ class CompatConsumer(faust_aiokafka.Consumer):
             self._held |= streams
             resume -= streams
         if resume:
-            self._resting -= resume
+            resting, self._resting = self._resting & resume, self._resting - resume
             super().resume_partitions(resume)
             self._pause_in_aiokafka(resume, paused=False)
+            if resting and not self.compat_options.pause_changelogs:  # else the mirror above resumed them
+                self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition) for tp in resting], paused=False)
 
     def pause_partitions(self, tps: Iterable[Any]) -> None:
         paused = set(tps)
@@ -1066,7 +1070,8 @@ class CompatConsumer(faust_aiokafka.Consumer):
             table.apply_changelog_batch([_ChangelogRecord(tp, rec) for rec in fetched[start:]])
             offsets[tp] = fetched[-1].offset
             del rest[tp]
-            if pace and fetched[-1].offset + 1 >= (self.highwater(tp) or 0):
+            end = self.highwater(tp)
+            if pace and end is not None and fetched[-1].offset + 1 >= end:
                 self._rest(tp, pace)
         return rest
 

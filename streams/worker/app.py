@@ -63,6 +63,7 @@ from streams.errors import EXIT_FATAL, EXIT_UNAVAILABLE
 from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.kafka.lease import OwnershipLost
+from streams.limits import MAX_RECORD_REQUEST
 from streams.topics import RUN_TABLE
 from streams.worker import expiry
 from streams.worker.bulk import BulkIntake, Chunk, Taken
@@ -188,6 +189,7 @@ class LoopwatchWorker:
             table_standby_replicas=settings.standby_replicas,
             broker_client_id=client_id,
             consumer_max_fetch_size=_MAX_FETCH_BYTES,
+            producer_max_request_size=MAX_RECORD_REQUEST,  # what MAX_STATE_BYTES leaves room in (streams.limits)
             web_bind=settings.web_host,
             web_host=settings.web_host,
             web_port=settings.web_port or DEFAULT_WEB_PORT,  # 0: no web server (Faust requires a valid port)

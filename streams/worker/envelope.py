@@ -13,7 +13,7 @@ the same table value (one write, one changelog record, atomically consistent):
 There are no recorded verdicts to re-publish: the worker writes a state only after the broker confirmed every
 verdict of the events it covers (see :mod:`streams.worker.app`), so a stored state proves its verdicts were
 delivered, and the envelope stays as small as the core state (under 4 KiB at default settings, plus at most
-1.5 KiB of usage).
+2 KiB of usage).
 
 Encoded as one msgpack array. The first four fields are plain integers so :func:`peek` can read them without
 decoding the core state (the TTL sweep looks at every run).

@@ -180,8 +180,9 @@ class RunProcessor:
     ) -> None:
         self.config = config
         self.dead_letter_policy = dead_letter_policy
-        self._failure_logged_at = float("-inf")  # when an event that raised was last logged (:meth:`_failed`)
-        self._failures_unlogged = 0
+        # Per dead-letter reason, when an event not applied was last logged and how many came since (:meth:`_failed`):
+        # runs that outgrew a record must not keep a defect's traceback out of the log.
+        self._failures_logged: dict[str, tuple[float, int]] = {}
         self._cache: OrderedDict[bytes, tuple[bytes, StoredRun]] = OrderedDict()
         self._cache_size = cache_size
         self.decodes = 0
@@ -301,20 +302,21 @@ class RunProcessor:
         """The dead letter of an event not applied (:func:`streams.runner.step`), logged. One that raised is a
         defect to fix: the log names the exception's type and frames, never its message (it may quote the
         event's values, which ``--dead-letter-original digest`` keeps out). One whose run's state outgrew a
-        record is the config's (a warning with the sizes). Either line comes at most every
+        record is the config's (a warning with the sizes). Each reason's line comes at most every
         :data:`FAILURE_LOG_SECONDS`: a flood of such events is counted, not written out one line each."""
         reason = failure_reason(failure)
         now = now_ms / 1000
-        if now - self._failure_logged_at >= FAILURE_LOG_SECONDS:
-            more = f" ({self._failures_unlogged} more since the last such line)" if self._failures_unlogged else ""
+        logged_at, unlogged = self._failures_logged.get(reason, (float("-inf"), 0))
+        if now - logged_at >= FAILURE_LOG_SECONDS:
+            more = f" ({unlogged} more since the last such line)" if unlogged else ""
             where = f"{rec.topic}[{rec.partition}]@{rec.offset}: event not applied, dead-lettered ({reason}){more}"
             if isinstance(failure, StateTooLarge):
                 log.warning("%s: %s", where, failure_detail(failure))
             else:
                 frames = "".join(traceback.format_tb(failure.__traceback__)).rstrip()
                 log.error("%s: %s raised at\n%s", where, type(failure).__name__, frames)
-            self._failure_logged_at, self._failures_unlogged = now, 0
+            self._failures_logged[reason] = (now, 0)
         else:
-            self._failures_unlogged += 1
+            self._failures_logged[reason] = (logged_at, unlogged + 1)
         raw = rec.value if rec.value is not None else b""
         return _dead(rec, raw, reason, failure_detail(failure), now_ms, self.dead_letter_policy)

@@ -1022,6 +1022,41 @@ def test_faust_s_livelock_check_skips_only_the_changelog_partitions_paused_on_pu
     assert checked == [CHANGELOG[1], EVENTS[0], EVENTS[1]]
 
 
+def test_the_livelock_check_skips_a_standby_paused_in_aiokafka_only_while_it_rests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A standby partition Faust reads (active in its filter) but aiokafka has paused is a stalled copy, unless
+    it rests (``CompatConsumer._rest``): the check must still see the first."""
+    from aiokafka import TopicPartition
+
+    checked: list[TP] = []
+    monkeypatch.setattr(
+        faust_aiokafka.AIOKafkaConsumerThread, "verify_event_path", lambda self, now, tp: checked.append(tp)
+    )
+    consumer, _ = consumer_of()
+    consumer.resume_partitions([STANDBY])  # Faust reads the standby copy
+    thread = cast(Any, consumer._thread)
+    thread._consumer = PausedAiokafka({TopicPartition(STANDBY.topic, STANDBY.partition)})
+    thread.verify_event_path(0.0, STANDBY)
+    consumer._resting.add(STANDBY)
+    thread.verify_event_path(0.0, STANDBY)
+    assert checked == [STANDBY]
+
+
+@pytest.mark.parametrize("pause_changelogs", [True, False])
+def test_faust_resuming_a_resting_partition_ends_its_rest_at_once(tmp_path: Path, pause_changelogs: bool) -> None:
+    consumer, aio, _ = resting_standby(tmp_path, highwater=8)
+    apply_kafka_compat(consumer.app, standby_pace=0.05, pause_changelogs=pause_changelogs)
+    right_after: list[set[Any]] = []
+
+    def resumed() -> None:
+        consumer.resume_partitions([STANDBY])
+        right_after.append(set(aio.paused))
+
+    during, after = _paused_while_and_after_the_rest(consumer, aio, resumed)
+    assert during == {STANDBY} and right_after == [set()] and after == set()
+
+
 def test_partition_ranges_keep_a_worker_s_start_up_line_short() -> None:
     tps = [("loopwatch.events", p) for p in (3, 0, 1, 2, 5, 7, 8, 9)] + [("signals", 0), ("loopwatch.events", 1)]
     assert partition_ranges(tps) == "loopwatch.events[0-3,5,7-9], signals[0]"

@@ -551,3 +551,20 @@ def test_a_store_step_writes_each_run_once_with_its_newest_state() -> None:
     assert newest[b"a"] == ((b"a", b"a2", 0, "e4"), 200)  # the later batch's state and processing time
     assert newest[b"b"] == ((b"b", b"b1", 1, "e2"), 100)
     assert newest_states([]) == {}
+
+
+def test_runs_that_outgrew_a_record_do_not_keep_a_defect_out_of_the_log(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each reason has its own 30 s window: a run dead-lettering every event as state_too_large must not turn
+    the traceback of an apply_failed (which the runbook asks to report) into a count."""
+    config = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "historySize": 200}}})
+    processor = RunProcessor(config)
+    big = records(_long_calls(130, "a"), partition=1)
+    assert processor.process(plan_batch(big, NOW).groups[b"a"], big, None, NOW).dead_letters
+    core_raises(monkeypatch, lambda ev: ev.scope == "b", lambda _ev: RuntimeError("a defect"))
+    other = records([event(0, "b")], partition=1, start=200)
+    assert processor.process(plan_batch(other, NOW).groups[b"b"], other, None, NOW + 1).dead_letters
+    lines = [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()]
+    assert [line.split(": event")[0] for line in lines] == ["loopwatch.events[1]@120", "loopwatch.events[1]@200"]
+    assert "(apply_failed): RuntimeError raised at" in lines[1] and "more since" not in lines[1]
