@@ -146,6 +146,7 @@ class LoadedConfig:
         self.agents: tuple[AgentBlock, ...] = tuple(agents)
         self.default_config, global_warnings = resolve_loop_config(global_block, None)
         collected: list[ConfigWarning] = [*extra_warnings, *global_warnings]
+        collected.extend(_history_warning("tools.loopDetection", self.default_config))
         self._by_id: dict[str, LoopConfig] = {}
         for agent in self.agents:
             if agent.agent_id in self._by_id:
@@ -153,7 +154,8 @@ class LoadedConfig:
             config, agent_warnings = resolve_loop_config(global_block, agent.block, agent_path=agent.path)
             self._by_id[agent.agent_id] = config
             collected.extend(agent_warnings)
-        collected.extend(_history_warnings(self.default_config, self.agents, self._by_id))
+            if isinstance(agent.block, dict) and "historySize" in agent.block:  # else the global block's warning
+                collected.extend(_history_warning(agent.path, config))
         # The parsed file, whatever it is (null, an array: the 2026.9 reading reports that too); without one, the
         # document these blocks make up (no block: no tools, which 2026.9 would refuse as null).
         if document is MISSING:
@@ -242,28 +244,18 @@ def _agent_blocks(agent_list: list[object], warnings: list[ConfigWarning]) -> li
     return [AgentBlock(*listed) for listed in listed_agents(agent_list, warnings)]
 
 
-def _history_warnings(
-    default: LoopConfig, agents: Iterable[AgentBlock], by_id: dict[str, LoopConfig]
-) -> list[ConfigWarning]:
+def _history_warning(path: str, config: LoopConfig) -> list[ConfigWarning]:
     """A ``historySize`` long enough that a run's state can outgrow what the worker stores of it
     (:data:`streams.limits.MAX_STATE_BYTES`) even with the shortest ids: such a run's later events would be
     dead-lettered, so it is said before the worker runs. (Long ids reach the limit sooner: docs/delivery.md.)"""
     fills = MAX_STATE_BYTES // COMPACT_RECORD_BYTES
-    blocks = [("tools.loopDetection", default)]
-    for agent in agents:
-        config = by_id.get(agent.agent_id)
-        if config is not None and isinstance(agent.block, dict) and "historySize" in agent.block:
-            blocks.append((agent.path, config))
-    return [
-        ConfigWarning(
-            f"{path}.historySize",
-            f"a run's state outgrows what loopwatch can store of it ({MAX_STATE_BYTES:,} bytes) after about "
-            f"{fills:,} calls, fewer with long ids; its later events are then dead-lettered (state_too_large)",
-            config.history_size,
-        )
-        for path, config in blocks
-        if config.history_size > fills
-    ]
+    if config.history_size <= fills:
+        return []
+    message = (
+        f"a run's state outgrows what loopwatch can store of it ({MAX_STATE_BYTES:,} bytes) after about "
+        f"{fills:,} calls, fewer with long ids; its later events are then dead-lettered (state_too_large)"
+    )
+    return [ConfigWarning(f"{path}.historySize", message, config.history_size)]
 
 
 def format_value(value: object) -> str:

@@ -105,9 +105,8 @@ class RunResult:
     redelivered: int = 0
     duplicates: int = 0
     run: StoredRun | None = None
-    dead_letters: list[DeadLetter] = field(
-        default_factory=list
-    )  # events not applied (:func:`streams.runner.failure_reason`)
+    #: Events not applied (:func:`streams.runner.failure_reason`).
+    dead_letters: list[DeadLetter] = field(default_factory=list)
 
 
 def plan_batch(

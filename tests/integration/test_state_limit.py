@@ -33,24 +33,9 @@ from tests.support.worker import (
     wait_for,
     write_config,
 )
+from tests.worker.support import event, long_id_calls
 
 pytestmark = pytest.mark.integration
-
-WIDE = "\U0001d4e7"  # 4 bytes in UTF-8
-
-
-def _call(run: str, i: int, *, tool: str, call_id: str, args: Any) -> dict[str, Any]:
-    return {
-        "type": "tool_call",
-        "event_id": f"{run}-{i}",
-        "gateway_id": "gw",
-        "session_id": f"s-{run}",
-        "run_id": run,
-        "ts": 1_767_225_600_000 + i,
-        "tool": tool,
-        "call_id": call_id,
-        "args": args,
-    }
 
 
 def test_a_run_that_outgrows_a_record_is_dead_lettered_and_its_partition_goes_on(broker: Any, tmp_path: Path) -> None:
@@ -59,12 +44,8 @@ def test_a_run_that_outgrows_a_record_is_dead_lettered_and_its_partition_goes_on
     document = {"tools": {"loopDetection": {"enabled": True, "historySize": 200, "warningThreshold": 3,
                                             "criticalThreshold": 5, "globalCircuitBreakerThreshold": 8}}}  # fmt: skip
     config = write_config(tmp_path, document)
-    # about 8 KB of state per call (a distinct tool name and a call id of 1,024 4-byte characters, no outcome)
-    big = [
-        _call("big", i, tool=f"t{i}".ljust(1024, WIDE), call_id=f"c{i}".ljust(1024, WIDE), args={"i": i})
-        for i in range(135)
-    ]
-    small = [_call("small", i, tool="read", call_id=f"c{i}", args={"path": "/same"}) for i in range(10)]
+    big = long_id_calls(135, "big")  # about 8 KB of state per call
+    small = [event(i, "small") for i in range(10)]  # the same call and outcome again and again
     events = [*big, *small]
     want = replay_published(events, config)
     assert want, "the small run loops: it must have verdicts"

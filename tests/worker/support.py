@@ -43,6 +43,19 @@ def event(i: int, run: str, *, tool: str = "read", args: Any = None, text: str =
     }
 
 
+def long_id_calls(n: int, run: str) -> list[dict[str, Any]]:
+    """Calls with distinct tool names and call ids at the 1,024-character limit, in 4-byte characters, and no
+    outcome: each keeps about 8 KB in its run's state while it is in the window."""
+    wide = "\U0001d4e7"
+    evs = []
+    for i in range(n):
+        ev = event(i, run, tool=f"t{i}".ljust(1024, wide))
+        ev["call_id"] = f"c{i}".ljust(1024, wide)
+        del ev["result"]
+        evs.append(ev)
+    return evs
+
+
 def mixed_events(n: int, runs: int, seed: int) -> list[dict[str, Any]]:
     """Looping and progressing runs interleaved, with compactions and the odd duplicate."""
     rng = random.Random(seed)

@@ -34,7 +34,7 @@ from streams.worker.processing import (
     plan_batch,
 )
 from tests.support.faults import core_raises
-from tests.worker.support import CONFIG, TOPIC, event, mixed_events, records
+from tests.worker.support import CONFIG, TOPIC, event, long_id_calls, mixed_events, records
 
 NOW = 1_800_000_000_000
 
@@ -263,26 +263,13 @@ def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
     assert again.dead_letters == [] and again.redelivered == 6
 
 
-def _long_calls(n: int, run: str) -> list[dict[str, Any]]:
-    """Calls with distinct tool names and call ids at the 1,024-character limit, in 4-byte characters, and no
-    outcome: each keeps about 8 KB in its run's state while it is in the window."""
-    wide = "\U0001d4e7"
-    evs = []
-    for i in range(n):
-        ev = event(i, run, tool=f"t{i}".ljust(1024, wide))
-        ev["call_id"] = f"c{i}".ljust(1024, wide)
-        del ev["result"]
-        evs.append(ev)
-    return evs
-
-
 def test_an_event_that_would_outgrow_a_record_is_dead_lettered_and_the_run_keeps_a_storable_state(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A state that cannot be stored would stop the partition at its store step on every worker: the events
     that would take the run past MAX_STATE_BYTES are not applied, as replay does not apply them."""
     config = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "historySize": 200}}})
-    evs = _long_calls(130, "a")
+    evs = long_id_calls(130, "a")
     recs = records(evs, partition=1)
     result = RunProcessor(config).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
     reasons = {d.reason for d in result.dead_letters}
@@ -560,7 +547,7 @@ def test_runs_that_outgrew_a_record_do_not_keep_a_defect_out_of_the_log(
     the traceback of an apply_failed (which the runbook asks to report) into a count."""
     config = LoadedConfig.from_document({"tools": {"loopDetection": {"enabled": True, "historySize": 200}}})
     processor = RunProcessor(config)
-    big = records(_long_calls(130, "a"), partition=1)
+    big = records(long_id_calls(130, "a"), partition=1)
     assert processor.process(plan_batch(big, NOW).groups[b"a"], big, None, NOW).dead_letters
     core_raises(monkeypatch, lambda ev: ev.scope == "b", lambda _ev: RuntimeError("a defect"))
     other = records([event(0, "b")], partition=1, start=200)
