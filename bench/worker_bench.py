@@ -771,13 +771,12 @@ def textbook_worker(args: argparse.Namespace) -> int:
     import faust
     import msgpack
 
-    from schemas import SourceRef
     from streams.config_file import load_openclaw_config
     from streams.decode import InvalidEvent, decode_event
     from streams.detection import RunState
     from streams.kafka.admin import create_topics
     from streams.kafka.compat import apply_kafka_compat, faust_settings_for, required_topics
-    from streams.runner import step, to_verdict
+    from streams.runner import step
 
     config = load_openclaw_config(CONFIG)
     app = faust.App(
@@ -809,15 +808,11 @@ def textbook_worker(args: argparse.Namespace) -> int:
                 continue
             stored = table.get(event.key)
             state = RunState.from_primitive(msgpack.unpackb(stored)[1]) if stored else None
-            result = step(state, ev, config)
-            table[event.key] = msgpack.packb([event.message.offset, result.state.to_primitive()])
             message = event.message
-            for decision in result.decisions:
-                if decision.published:
-                    verdict = to_verdict(
-                        ev, decision, config_hash=config.config_hash,
-                        source=SourceRef(topic=message.topic, partition=message.partition, offset=message.offset),
-                    )  # fmt: skip
+            result = step(state, ev, config, source=(message.topic, message.partition, message.offset))
+            table[event.key] = msgpack.packb([message.offset, result.state.to_primitive()])
+            for _decision, _cost, verdict in result.rendered():
+                if verdict is not None:
                     await verdicts.send(key=event.key, value=orjson.dumps(verdict.model_dump(mode="json")))
             if progress["n"] >= args.expect:
                 print(_progress_line(progress["n"], progress["first"], progress["cpu"], 1), flush=True)

@@ -21,7 +21,7 @@ from streams.detection import Decision, RunState
 from streams.detection.profiles import DEFAULT_PROFILE, apply
 from streams.detection.state import EMPTY
 from streams.limits import ALWAYS_FITS_RECORDS, MAX_STATE_BYTES
-from streams.loop_cost import LoopCost, UsageBook
+from streams.loop_cost import LoopCost, RunUsage, UsageBook, charge
 
 
 class Step(NamedTuple):
@@ -34,11 +34,18 @@ class Step(NamedTuple):
     profile: str  # the semantics profile that judged the event
     costs: Sequence[LoopCost] = ()  # one per decision when a UsageBook was given
     failure: Exception | None = None  # what the event raised instead (:func:`step`): not applied
+    verdicts: Sequence[Verdict | None] = ()  # one per decision: its verdict, None for one not asked for
 
     def priced(self) -> list[tuple[Decision, LoopCost | None]]:
         """Each decision with its loop cost (None when no UsageBook priced it)."""
         costs: list[LoopCost | None] = list(self.costs) if self.costs else [None] * len(self.decisions)
         return list(zip(self.decisions, costs, strict=True))
+
+    def rendered(self) -> list[tuple[Decision, LoopCost | None, Verdict | None]]:
+        """Each decision with its loop cost and its verdict (None: not built, see :func:`step`)."""
+        unknown: list[None] = [None] * len(self.decisions)
+        costs: Sequence[LoopCost | None] = self.costs or unknown
+        return list(zip(self.decisions, costs, self.verdicts or unknown, strict=True))
 
 
 #: The dead-letter reason (and metric label) of an event that raised while it was applied: a loopwatch defect.
@@ -64,18 +71,31 @@ def _check_storable(state: RunState) -> None:
         raise StateTooLarge(size, len(state.history))
 
 
-def step(state: RunState | None, event: Event, config: LoadedConfig, usage: UsageBook | None = None) -> Step:
+def step(
+    state: RunState | None,
+    event: Event,
+    config: LoadedConfig,
+    usage: UsageBook | None = None,
+    *,
+    source: SourceRef | tuple[str, int, int] | None = None,
+    every: bool = False,
+) -> Step:
     """Apply ``event`` to ``state``, the state of its run (None: the run has none yet).
 
     A ``model_usage`` event never reaches the detectors: it goes to ``usage`` (when given) and leaves the
-    run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`).
+    run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`). Each
+    published decision's verdict is built here too (every decision's with ``every``), naming ``source``: the
+    worker gives its record's (topic, partition, offset), made a :class:`SourceRef` only for an event with a
+    verdict. The worker's verdict records are these, so building one is part of applying the event.
 
-    An event that raises is not applied: the run keeps its state and the exception comes back as ``failure``.
-    The core is pure, so the same event on the same state raises again wherever it is applied; caught here,
-    on the one path, it lets the worker dead-letter it (:func:`failure_reason`) where it would otherwise stop
-    its partition on every worker, and lets every audit skip exactly what the worker skipped. So is an event
-    whose new state the worker could not store (:class:`StateTooLarge`).
+    An event that raises is not applied: the run keeps its state and usage, and the exception comes back as
+    ``failure``. The core is pure, so the same event on the same state raises again wherever it is applied;
+    caught here, on the one path, it lets the worker dead-letter it (:func:`failure_reason`) where it would
+    otherwise stop its partition on every worker, and lets every audit skip exactly what the worker skipped.
+    So is an event whose new state the worker could not store (:class:`StateTooLarge`). Nothing is kept until
+    all of it succeeded: the usage is written last.
     """
+    run_usage: RunUsage | None = None
     try:
         loop = config.for_event(event.gateway_id, event.agent_id, event.openclaw_version)
         if isinstance(event, ModelUsageEvent):
@@ -86,13 +106,43 @@ def step(state: RunState | None, event: Event, config: LoadedConfig, usage: Usag
         tool_event = to_tool_event(event)
         new_state, decisions = apply(state, tool_event, loop)
         if len(new_state.history) > ALWAYS_FITS_RECORDS:  # else it fits whatever its ids (streams.limits)
-            _check_storable(new_state)  # before the usage is charged: an event not applied changes nothing
-        costs = usage.charge(tool_event.scope, decisions, loop) if usage is not None and decisions else []
+            _check_storable(new_state)
+        if not decisions:
+            return Step(tool_event.scope, new_state, decisions, loop.profile)
+        costs: list[LoopCost] = []
+        if usage is not None:
+            run_usage, costs = charge(usage.runs.get(tool_event.scope), decisions, loop)
+        verdicts = _verdicts(event, decisions, costs, config.config_hash, loop.profile, source, every)
     except MemoryError:
         raise  # the host's, not the event's: another attempt may apply it
     except Exception as exc:  # any defect of the core: the caller reports it
         return Step(scope_key(event), state or EMPTY, [], DEFAULT_PROFILE, (), exc)  # judged by no profile
-    return Step(tool_event.scope, new_state, decisions, loop.profile, costs)
+    if run_usage is not None and usage is not None:
+        usage.runs[tool_event.scope] = run_usage
+    return Step(tool_event.scope, new_state, decisions, loop.profile, costs, None, verdicts)
+
+
+def _verdicts(
+    event: Event,
+    decisions: list[Decision],
+    costs: list[LoopCost],
+    config_hash: str,
+    profile: str,
+    source: SourceRef | tuple[str, int, int] | None,
+    every: bool,
+) -> list[Verdict | None]:
+    """The verdict of each published decision (of each with ``every``), None for the others."""
+    if isinstance(source, tuple):
+        topic, partition, offset = source
+        source = SourceRef(topic=topic, partition=partition, offset=offset)
+    out: list[Verdict | None] = []
+    for i, decision in enumerate(decisions):
+        if not (every or decision.published):
+            out.append(None)
+            continue
+        cost = costs[i] if costs else None
+        out.append(to_verdict(event, decision, config_hash=config_hash, source=source, profile=profile, cost=cost))
+    return out
 
 
 def failure_reason(failure: Exception) -> str:
@@ -143,10 +193,12 @@ class Replayer:
         self.states[scope] = None
         self.usage.runs.pop(scope, None)  # the worker's envelope carries both, and expiry drops both
 
-    def apply(self, event: Event) -> Step:
-        """Apply ``event`` to its run's state and keep the new one. An event not applied is reported on stderr
-        (the worker dead-letters it, :func:`failure_reason`) and leaves its run as it was."""
-        result = step(self.states.get(scope_key(event)), event, self.config, self.usage)
+    def apply(self, event: Event, source: SourceRef | None = None) -> Step:
+        """Apply ``event`` to its run's state and keep the new one; its counted decisions' verdicts name
+        ``source``. An event not applied is reported on stderr (the worker dead-letters it,
+        :func:`failure_reason`) and leaves its run as it was."""
+        state = self.states.get(scope_key(event))
+        result = step(state, event, self.config, self.usage, source=source, every=self.include_all)
         self.states[result.scope] = result.state
         if result.failure is not None and self.report:
             where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
@@ -161,17 +213,11 @@ class Replayer:
     def records(self, event: Event, index: int, source: SourceRef | None = None) -> list[dict[str, Any]]:
         """Apply ``event``; one replay output record per counted decision: its verdict plus ``index`` (line or
         offset) and ``published`` (whether the worker sends it)."""
-        result = self.apply(event)
-        config_hash = self.config.config_hash
+        result = self.apply(event, source)
         return [
-            {
-                "index": index,
-                "published": decision.published,
-                **to_verdict(
-                    event, decision, config_hash=config_hash, source=source, profile=result.profile, cost=cost
-                ).model_dump(mode="json"),
-            }
-            for decision, cost in self.counted(result)
+            {"index": index, "published": decision.published, **verdict.model_dump(mode="json")}
+            for decision, _cost, verdict in result.rendered()
+            if verdict is not None
         ]
 
 

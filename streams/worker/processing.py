@@ -28,12 +28,12 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 
-from schemas import Event, ModelUsageEvent, SourceRef, Verdict
+from schemas import Event, ModelUsageEvent, Verdict
 from streams.config_file import LoadedConfig
 from streams.decode import Rejection, accept
 from streams.detection import RunState
 from streams.loop_cost import LoopCost, UsageBook
-from streams.runner import StateTooLarge, failure_detail, failure_reason, step, to_verdict
+from streams.runner import StateTooLarge, failure_detail, failure_reason, step
 from streams.worker import envelope
 from streams.worker.deadletter import DEFAULT_POLICY, DeadLetterPolicy, dead_letter_key, dead_letter_record
 from streams.worker.envelope import StoredRun
@@ -264,7 +264,8 @@ class RunProcessor:
             if offset <= last_offset:
                 redelivered += 1
                 continue
-            result = step(state, event, config, usage)
+            # the verdicts are built in the step, so one that cannot be built dead-letters its event (not applied)
+            result = step(state, event, config, usage, source=(rec.topic, partition, offset))
             last_offset = offset  # a failed event too: its dead letter is confirmed before the state is stored
             if result.failure is not None:
                 dead.append(self._failed(rec, result.failure, now_ms))
@@ -276,19 +277,10 @@ class RunProcessor:
             applied.append(event.type)
             if not result.decisions:
                 continue
-            source = SourceRef(topic=rec.topic, partition=partition, offset=offset)
             ts_ms: float | None = event.ts_ms()
-            for decision, cost in result.priced():
-                if decision.published:
-                    verdict = to_verdict(
-                        event,
-                        decision,
-                        config_hash=config.config_hash,
-                        source=source,
-                        profile=result.profile,
-                        cost=cost,
-                    )
-                    value = orjson.dumps(verdict.model_dump(mode="json"))
+            for decision, cost, verdict in result.rendered():
+                if verdict is not None:  # a published decision
+                    value = orjson.dumps(verdict.model_dump(mode="json"))  # validated: strings and bounded numbers
                     publications.append(
                         Publication(key, value, decision.decision, decision.detector, ts_ms, cost, verdict)
                     )

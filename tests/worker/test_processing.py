@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+import streams.runner
 from streams.audit.replay import replay_lines
 from streams.config_file import LoadedConfig
 from streams.decode import INVALID_REASONS, KEY_MISMATCH, decode_event
@@ -233,6 +234,50 @@ def test_a_new_partition_starts_a_new_offset_sequence() -> None:
 def _raise_on(monkeypatch: pytest.MonkeyPatch, event_id: str) -> None:
     """Make the detection core raise, with a message quoting the event's arguments, when it applies ``event_id``."""
     core_raises(monkeypatch, lambda ev: ev.dedup_key.endswith("\x00" + event_id), lambda ev: KeyError(ev.args))
+
+
+def _usage(i: int, run: str) -> dict[str, Any]:
+    """A model_usage event of ``run`` (its calls' loops get priced, so a failed verdict must not charge them)."""
+    return {"type": "model_usage", "event_id": f"{run}-u{i}", "gateway_id": "gw", "session_id": f"sess-{run}",
+            "run_id": run, "ts": 1_767_225_600_000 + i, "provider": "openai", "model": "gpt-x", "input_tokens": 900,
+            "output_tokens": 80, "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.01}  # fmt: skip
+
+
+def test_an_event_whose_verdict_cannot_be_built_is_dead_lettered_with_its_run_and_usage_untouched(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Building a verdict is part of applying its event: one that raises (a defect) dead-letters the event as
+    the core raising would, instead of stopping the partition, and leaves neither the state nor the priced usage
+    advanced; replay skips the same event, so the verdicts still equal."""
+    evs = [_usage(0, "a")] + [event(i, "a") for i in range(1, 16)] + [_usage(16, "a"), event(17, "a")]
+    recs = records(evs, partition=2, start=10)
+    clean = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    publishing = [orjson.loads(p.value)["event_id"] for p in clean.publications]
+    assert len(publishing) >= 2 and clean.dead_letters == []
+    broken = publishing[0]  # the first event with a published verdict
+    real = streams.runner.to_verdict
+
+    def to_verdict(ev: Any, *args: Any, **kwargs: Any) -> Any:
+        if ev.event_id == broken:
+            raise TypeError("a verdict field the core got wrong")
+        return real(ev, *args, **kwargs)
+
+    monkeypatch.setattr(streams.runner, "to_verdict", to_verdict)
+    result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    assert [(d.reason, orjson.loads(d.value)["source"]["offset"]) for d in result.dead_letters] == [
+        ("apply_failed", 10 + [e["event_id"] for e in evs].index(broken))
+    ]
+    assert orjson.loads(result.dead_letters[0].value)["detail"].startswith("TypeError raised while applying")
+    without = [ev for ev in evs if ev["event_id"] != broken]
+    alone = RunProcessor(CONFIG).process(plan_batch(records(without), NOW).groups[b"a"], records(without), None, NOW)
+    assert result.value is not None and alone.value is not None
+    stored, expected = envelope.decode(result.value), envelope.decode(alone.value)
+    assert stored.state == expected.state and stored.usage == expected.usage and stored.usage is not None
+    assert [orjson.loads(p.value)["verdict_id"] for p in result.publications] == [
+        orjson.loads(p.value)["verdict_id"] for p in alone.publications
+    ]
+    assert {orjson.loads(p.value)["verdict_id"] for p in result.publications} == set(replay(evs))
+    assert f"'{broken}' of gateway 'gw': not applied (apply_failed): TypeError" in capsys.readouterr().err
 
 
 def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
