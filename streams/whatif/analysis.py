@@ -11,6 +11,7 @@ the detectors made, including warnings that de-duplication holds back.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -20,7 +21,7 @@ from streams.config_file import LoadedConfig
 from streams.decode import scope_key
 from streams.detection.types import DecisionKind
 from streams.loop_cost import CostTotals, LoopCost, add_up
-from streams.runner import Replayer
+from streams.runner import Replayer, failure_reason
 
 DECISIONS: Final[tuple[DecisionKind, ...]] = ("warning", "block", "abort")
 
@@ -161,10 +162,33 @@ class Timeline:
 
 
 @dataclass(frozen=True, slots=True)
+class NotApplied:
+    """An event the config cannot apply: the worker would dead-letter it with ``reason`` (``apply_failed``, or
+    ``state_too_large`` when the config's ``historySize`` outgrows a stored run; :func:`streams.runner.step`)."""
+
+    index: int
+    source: tuple[int, int] | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
-    """One config's counted decisions over the events."""
+    """One config's counted decisions over the events, and the events it could not apply."""
 
     flags: tuple[Flag, ...]
+    not_applied: tuple[NotApplied, ...] = ()
+
+    def not_applied_text(self) -> str:
+        """``3 events not applied (state_too_large 3; the first at index 17)``, or "" when there are none."""
+        if not self.not_applied:
+            return ""
+        reasons = Counter(n.reason for n in self.not_applied)
+        by_reason = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+        many = len(self.not_applied)
+        return (
+            f"{many} event{'s' if many != 1 else ''} not applied, as the worker would dead-letter them "
+            f"({by_reason}; the first at index {self.not_applied[0].index})"
+        )
 
 
 @dataclass(slots=True)
@@ -195,12 +219,17 @@ def run_infos(events: Iterable[IndexedEvent]) -> dict[str, RunInfo]:
 
 
 def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_all: bool = False) -> Evaluation:
-    """Apply every event in order with fresh state; keep the decisions that count."""
-    replayer = Replayer(config, include_all=include_all)
+    """Apply every event in order with fresh state; keep the decisions that count, and the events not applied
+    (the report says how many: one stderr line each would repeat for every config compared or swept)."""
+    replayer = Replayer(config, include_all=include_all, report=False)
     flags: list[Flag] = []
+    skipped: list[NotApplied] = []
     for item in events:
         event = item.event
         result = replayer.apply(event)
+        if result.failure is not None:
+            skipped.append(NotApplied(item.index, item.source, failure_reason(result.failure)))
+            continue
         if not result.decisions:
             continue
         ts = event.ts_ms()
@@ -220,7 +249,7 @@ def evaluate(events: Iterable[IndexedEvent], config: LoadedConfig, *, include_al
                     cost=cost,
                 )
             )
-    return Evaluation(tuple(flags))
+    return Evaluation(tuple(flags), tuple(skipped))
 
 
 def summarise(current: Evaluation, candidate: Evaluation) -> list[SummaryRow]:

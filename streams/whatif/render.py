@@ -89,6 +89,7 @@ def render_table(report: Report, *, limit: int = TABLE_LIMIT, changes_per_run: i
         lines += ["", "Loop cost (model usage since each loop's first decision; savings are estimates):"]
         for name, totals in zip(("current", "candidate"), comparison.costs, strict=True):
             lines.append(f"  {name:<10} {totals.text()}")
+        lines += _not_applied_lines(comparison)
         changed = comparison.changed_runs
         lines += ["", f"Runs that change: {len(changed)}"]
         for rc in changed[:limit]:
@@ -104,22 +105,36 @@ def render_table(report: Report, *, limit: int = TABLE_LIMIT, changes_per_run: i
     return "\n".join(lines) + "\n"
 
 
+def _not_applied_lines(comparison: Comparison) -> list[str]:
+    """Each config's events not applied, when there are any (what-if counts them; the worker dead-letters them)."""
+    said = [
+        f"  {name:<10} {text}"
+        for name, evaluation in (("current", comparison.current), ("candidate", comparison.candidate))
+        if (text := evaluation.not_applied_text())
+    ]
+    return ["", "Events not applied (--format json lists them):", *said] if said else []
+
+
 def _resolved_triplet(resolved: dict[str, int]) -> str:
     return f"{resolved['warningThreshold']}/{resolved['criticalThreshold']}/{resolved['globalCircuitBreakerThreshold']}"
 
 
 def _sweep_table(sweep: SweepResult) -> list[str]:
+    skips = any(p.not_applied for p in sweep.points)
     rows = []
     for p in sweep.points:
         cells = [str(p.value), _resolved_triplet(p.resolved)]
         for decision in DECISIONS:
             cells += [str(p.tally.runs[decision]), str(p.tally.calls[decision])]
-        rows.append(cells)
+        rows.append(cells + ([str(p.not_applied)] if skips else []))
     title = (
         f"Sweep of {sweep.key} on the current config (current value {sweep.current_value}; "
-        "W/C/G = resolved warning/critical/global thresholds):"
+        "W/C/G = resolved warning/critical/global thresholds"
+        + ("; NOT APPLIED = events the worker would dead-letter" if skips else "")
+        + "):"
     )
-    return [title, *_table(["VALUE", "W/C/G", *_TALLY_HEADERS], rows, right_from=0)]
+    headers = ["VALUE", "W/C/G", *_TALLY_HEADERS, *(["NOT APPLIED"] if skips else [])]
+    return [title, *_table(headers, rows, right_from=0)]
 
 
 # --- HTML --------------------------------------------------------------------------------------------------
@@ -190,12 +205,15 @@ def _sweep_html(sweep: SweepResult) -> str:
         points=True,
         attrs=f' data-key="{escape(sweep.key)}"',
     )
-    head = "".join(f'<th class="num">{escape(h)}</th>' for h in ["value", "W/C/G", *_TALLY_HEADERS])
+    skips = any(p.not_applied for p in sweep.points)
+    headers = ["value", "W/C/G", *_TALLY_HEADERS, *(["not applied"] if skips else [])]
+    head = "".join(f'<th class="num">{escape(h)}</th>' for h in headers)
     body = []
     for p in sweep.points:
         cells = [str(p.value), _resolved_triplet(p.resolved)]
         for d in DECISIONS:
             cells += [str(p.tally.runs[d]), str(p.tally.calls[d])]
+        cells += [str(p.not_applied)] if skips else []
         body.append("<tr>" + "".join(f'<td class="num">{escape(c)}</td>' for c in cells) + "</tr>")
     table = f'<table class="sweep"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     return f'<div class="charts">{chart}</div>{table}'
@@ -247,6 +265,7 @@ def render_html(report: Report, *, limit: int = 200) -> str:
     sections = []
     comparison = report.comparison
     if comparison is not None:
+        meta += [escape(line.strip()) for line in _not_applied_lines(comparison)[2:]]
         sections.append(
             '<section id="timeline"><h2>Verdicts over time per detector (current solid, candidate dashed)'
             f"</h2>{_timeline_html(comparison)}</section>"

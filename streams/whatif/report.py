@@ -8,7 +8,16 @@ from typing import Any
 
 from streams.config_file import LoadedConfig
 from streams.detection.types import PROFILE_2026_9
-from streams.whatif.analysis import TIMELINE_BUCKETS, Comparison, IndexedEvent, Mark, Tally, compare, run_infos
+from streams.whatif.analysis import (
+    TIMELINE_BUCKETS,
+    Comparison,
+    Evaluation,
+    IndexedEvent,
+    Mark,
+    Tally,
+    compare,
+    run_infos,
+)
 from streams.whatif.sweep import SweepResult, SweepSpec, run_sweep
 
 REPORT_VERSION = 1
@@ -81,6 +90,18 @@ def _config(info: ConfigInfo | None) -> dict[str, Any] | None:
     return {"path": info.label, "config_hash": info.config_hash, "profiles": info.profiles, "resolved": info.resolved}
 
 
+def _not_applied(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Every event the config cannot apply (what the worker would dead-letter), in input order."""
+    return [
+        {
+            "index": n.index,
+            "source": {"partition": n.source[0], "offset": n.source[1]} if n.source else None,
+            "reason": n.reason,
+        }
+        for n in evaluation.not_applied
+    ]
+
+
 def _pair(current: Tally, candidate: Tally) -> dict[str, Any]:
     return {"current": current.to_json(), "candidate": candidate.to_json()}
 
@@ -113,6 +134,10 @@ def to_json(report: Report) -> dict[str, Any]:
         ]
         out["totals"] = _pair(*comparison.totals)
         out["loop_cost"] = {"current": comparison.costs[0].to_json(), "candidate": comparison.costs[1].to_json()}
+        out["not_applied"] = {
+            "current": _not_applied(comparison.current),
+            "candidate": _not_applied(comparison.candidate),
+        }
         out["changed_runs"] = [
             {
                 "scope": rc.run.scope,
@@ -146,6 +171,9 @@ def to_json(report: Report) -> dict[str, Any]:
         out["sweep"] = {
             "key": report.sweep.key,
             "current_value": report.sweep.current_value,
-            "points": [{"value": p.value, "resolved": p.resolved, **p.tally.to_json()} for p in report.sweep.points],
+            "points": [
+                {"value": p.value, "resolved": p.resolved, **p.tally.to_json(), "not_applied": p.not_applied}
+                for p in report.sweep.points
+            ],
         }
     return out

@@ -51,6 +51,7 @@ class SweepPoint:
     value: int
     resolved: dict[str, int]
     tally: Tally
+    not_applied: int = 0  # events this value cannot apply (the worker would dead-letter them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,6 @@ def run_sweep(
     for value in spec.values:
         swept = with_value(config, spec.key, value)
         evaluation = evaluate(events, swept, include_all=include_all)
-        points.append(SweepPoint(value, _resolved(swept), tally(evaluation.flags)))
+        points.append(SweepPoint(value, _resolved(swept), tally(evaluation.flags), len(evaluation.not_applied)))
     current = _resolved(config)[spec.key]
     return SweepResult(spec.key, current, tuple(points))

@@ -16,10 +16,11 @@ from streams.config_file import LoadedConfig
 from streams.decode import KEY_MISMATCH
 from streams.kafka.reader import RecordSource, TopicRecord
 from streams.whatif import build_report, to_json
-from streams.worker.processing import InputRecord, plan_batch
+from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 from tests.support.audit import ListSource
 from tests.support.scenarios import config_document, wire_events
 from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
+from tests.worker.support import long_id_calls, records
 
 STICKY = "generic_warning_then_block_sticky"
 
@@ -224,3 +225,41 @@ def test_a_topic_without_one_event_is_named_as_another_kind_s_topic(
         assert (code, out) == (2, ""), err
         assert err.count("\n") == 1 and "topic loopwatch.verdicts holds no events" in err, err
         assert "--events-topic" in err
+
+
+def test_events_a_config_cannot_apply_are_reported_once_per_config_as_the_worker_dead_letters_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A candidate whose ``historySize`` lets a run's state outgrow a stored record: the worker would
+    dead-letter that run's later events (``state_too_large``). The report counts them per config and per sweep
+    value, and lists each in JSON, at the very offsets the worker skips; stderr gets no line per event and config."""
+    calls = long_id_calls(140, "wide")
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(ev) + "\n" for ev in calls), encoding="utf-8")
+    files = {}
+    for name, size in (("current", 30), ("candidate", 200)):
+        files[name] = tmp_path / f"{name}.json5"
+        files[name].write_text(json.dumps({"tools": {"loopDetection": {"enabled": True, "historySize": size}}}))
+    recs = records(calls)
+    worker = RunProcessor(LoadedConfig.from_document(json.loads(files["candidate"].read_text())))
+    dead = worker.process(plan_batch(recs, 0).groups[b"wide"], recs, None, 0).dead_letters
+    skipped = [json.loads(d.value)["source"]["offset"] for d in dead]
+    assert skipped and {d.reason for d in dead} == {"state_too_large"}
+
+    argv = ["--config", str(files["current"]), "--candidate", str(files["candidate"]), "--events", str(events)]
+    code, out, err = _run(capsys, *argv, "--sweep", "historySize=30,200")
+    assert code == 0 and "not applied" not in err
+    assert f"candidate  {len(skipped)} events not applied, as the worker would dead-letter them " in out
+    assert f"(state_too_large {len(skipped)}; the first at index {skipped[0]})" in out
+    assert "current    " + "0 events" not in out  # a config that applies everything is not listed
+    sweep = out[out.index("Sweep of historySize") :].splitlines()
+    assert sweep[1].split()[-2:] == ["NOT", "APPLIED"] and sweep[2].split()[-1] == "0"
+    assert sweep[3].split()[0] == "200" and sweep[3].split()[-1] == str(len(skipped))
+
+    code, out, _ = _run(capsys, *argv, "--sweep", "historySize=30,200", "--format", "json")
+    report = json.loads(out)
+    assert report["not_applied"]["current"] == []
+    assert [(n["index"], n["reason"]) for n in report["not_applied"]["candidate"]] == [
+        (offset, "state_too_large") for offset in skipped
+    ]
+    assert [p["not_applied"] for p in report["sweep"]["points"]] == [0, len(skipped)]
