@@ -78,15 +78,16 @@ def step(
     usage: UsageBook | None = None,
     *,
     source: SourceRef | tuple[str, int, int] | None = None,
-    every: bool = False,
 ) -> Step:
     """Apply ``event`` to ``state``, the state of its run (None: the run has none yet).
 
     A ``model_usage`` event never reaches the detectors: it goes to ``usage`` (when given) and leaves the
     run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`). Each
-    published decision's verdict is built here too (every decision's with ``every``), naming ``source``: the
-    worker gives its record's (topic, partition, offset), made a :class:`SourceRef` only for an event with a
-    verdict. The worker's verdict records are these, so building one is part of applying the event.
+    published decision's verdict is built here too, naming ``source``: the worker gives its record's (topic,
+    partition, offset), made a :class:`SourceRef` only for an event with decisions. The worker's verdict
+    records are these, so building one is part of applying the event; the verdict of a decision the worker
+    does not publish is not (``replay --all`` builds those itself), so it cannot make an audit skip an event
+    the worker applied.
 
     An event that raises is not applied: the run keeps its state and usage, and the exception comes back as
     ``failure``. The core is pure, so the same event on the same state raises again wherever it is applied;
@@ -112,7 +113,7 @@ def step(
         costs: list[LoopCost] = []
         if usage is not None:
             run_usage, costs = charge(usage.runs.get(tool_event.scope), decisions, loop)
-        verdicts = _verdicts(event, decisions, costs, config.config_hash, loop.profile, source, every)
+        verdicts = _published(event, decisions, costs, config.config_hash, loop.profile, source)
     except MemoryError:
         raise  # the host's, not the event's: another attempt may apply it
     except Exception as exc:  # any defect of the core: the caller reports it
@@ -122,22 +123,21 @@ def step(
     return Step(tool_event.scope, new_state, decisions, loop.profile, costs, None, verdicts)
 
 
-def _verdicts(
+def _published(
     event: Event,
     decisions: list[Decision],
     costs: list[LoopCost],
     config_hash: str,
     profile: str,
     source: SourceRef | tuple[str, int, int] | None,
-    every: bool,
 ) -> list[Verdict | None]:
-    """The verdict of each published decision (of each with ``every``), None for the others."""
+    """The verdict of each published decision, None for the others."""
     if isinstance(source, tuple):
         topic, partition, offset = source
         source = SourceRef(topic=topic, partition=partition, offset=offset)
     out: list[Verdict | None] = []
     for i, decision in enumerate(decisions):
-        if not (every or decision.published):
+        if not decision.published:
             out.append(None)
             continue
         cost = costs[i] if costs else None
@@ -194,11 +194,11 @@ class Replayer:
         self.usage.runs.pop(scope, None)  # the worker's envelope carries both, and expiry drops both
 
     def apply(self, event: Event, source: SourceRef | None = None) -> Step:
-        """Apply ``event`` to its run's state and keep the new one; its counted decisions' verdicts name
+        """Apply ``event`` to its run's state and keep the new one; its published decisions' verdicts name
         ``source``. An event not applied is reported on stderr (the worker dead-letters it,
         :func:`failure_reason`) and leaves its run as it was."""
         state = self.states.get(scope_key(event))
-        result = step(state, event, self.config, self.usage, source=source, every=self.include_all)
+        result = step(state, event, self.config, self.usage, source=source)
         self.states[result.scope] = result.state
         if result.failure is not None and self.report:
             where = f"event {event.event_id!r} of gateway {event.gateway_id!r}"
@@ -214,11 +214,16 @@ class Replayer:
         """Apply ``event``; one replay output record per counted decision: its verdict plus ``index`` (line or
         offset) and ``published`` (whether the worker sends it)."""
         result = self.apply(event, source)
-        return [
-            {"index": index, "published": decision.published, **verdict.model_dump(mode="json")}
-            for decision, _cost, verdict in result.rendered()
-            if verdict is not None
-        ]
+        out = []
+        for decision, cost, verdict in result.rendered():
+            if verdict is None and self.include_all:  # one the worker does not publish: not built by the step
+                config_hash, profile = self.config.config_hash, result.profile
+                verdict = to_verdict(
+                    event, decision, config_hash=config_hash, source=source, profile=profile, cost=cost
+                )
+            if verdict is not None:
+                out.append({"index": index, "published": decision.published, **verdict.model_dump(mode="json")})
+        return out
 
 
 def to_verdict(

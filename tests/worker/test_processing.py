@@ -243,26 +243,38 @@ def _usage(i: int, run: str) -> dict[str, Any]:
             "output_tokens": 80, "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.01}  # fmt: skip
 
 
+def _verdict_raises(monkeypatch: pytest.MonkeyPatch, when: Any) -> None:
+    """Make building a verdict raise (a defect) for the decisions ``when(event, decision)`` picks."""
+    real = streams.runner.to_verdict
+
+    def to_verdict(ev: Any, decision: Any, **kwargs: Any) -> Any:
+        if when(ev, decision):
+            raise TypeError("a verdict field the core got wrong")
+        return real(ev, decision, **kwargs)
+
+    monkeypatch.setattr(streams.runner, "to_verdict", to_verdict)
+
+
+def _without_source(pubs: list[Publication]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in orjson.loads(p.value).items() if k != "source"} for p in pubs]
+
+
 def test_an_event_whose_verdict_cannot_be_built_is_dead_lettered_with_its_run_and_usage_untouched(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Building a verdict is part of applying its event: one that raises (a defect) dead-letters the event as
     the core raising would, instead of stopping the partition, and leaves neither the state nor the priced usage
-    advanced; replay skips the same event, so the verdicts still equal."""
-    evs = [_usage(0, "a")] + [event(i, "a") for i in range(1, 16)] + [_usage(16, "a"), event(17, "a")]
+    advanced (a usage event after every call: a loop charged at the failed event would price later verdicts
+    differently); replay skips the same event, so the verdicts still equal."""
+    evs = [_usage(0, "a")]
+    for i in range(1, 18):
+        evs += [event(i, "a"), _usage(100 + i, "a")]
     recs = records(evs, partition=2, start=10)
     clean = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
     publishing = [orjson.loads(p.value)["event_id"] for p in clean.publications]
     assert len(publishing) >= 2 and clean.dead_letters == []
     broken = publishing[0]  # the first event with a published verdict
-    real = streams.runner.to_verdict
-
-    def to_verdict(ev: Any, *args: Any, **kwargs: Any) -> Any:
-        if ev.event_id == broken:
-            raise TypeError("a verdict field the core got wrong")
-        return real(ev, *args, **kwargs)
-
-    monkeypatch.setattr(streams.runner, "to_verdict", to_verdict)
+    _verdict_raises(monkeypatch, lambda ev, _decision: ev.event_id == broken)
     result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
     assert [(d.reason, orjson.loads(d.value)["source"]["offset"]) for d in result.dead_letters] == [
         ("apply_failed", 10 + [e["event_id"] for e in evs].index(broken))
@@ -273,11 +285,28 @@ def test_an_event_whose_verdict_cannot_be_built_is_dead_lettered_with_its_run_an
     assert result.value is not None and alone.value is not None
     stored, expected = envelope.decode(result.value), envelope.decode(alone.value)
     assert stored.state == expected.state and stored.usage == expected.usage and stored.usage is not None
-    assert [orjson.loads(p.value)["verdict_id"] for p in result.publications] == [
-        orjson.loads(p.value)["verdict_id"] for p in alone.publications
-    ]
-    assert {orjson.loads(p.value)["verdict_id"] for p in result.publications} == set(replay(evs))
+    verdicts = _without_source(result.publications)
+    assert verdicts == _without_source(alone.publications)  # their loop costs too
+    assert any(v["tokens_in_loop"] for v in verdicts)
+    assert {v["verdict_id"] for v in verdicts} == set(replay(evs))
     assert f"'{broken}' of gateway 'gw': not applied (apply_failed): TypeError" in capsys.readouterr().err
+
+
+def test_only_the_published_verdicts_decide_whether_an_event_is_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker builds the verdicts it publishes; an audit counting every decision (``--all``) must skip the
+    same events as the worker, so the verdict of a decision the worker does not publish cannot fail an event."""
+    evs = [event(i, "a") for i in range(12)]
+    decoded = [decode_event(orjson.dumps(ev)) for ev in evs]
+    every = Replayer(CONFIG, include_all=True)
+    held_back = [e.event_id for e in decoded for d in every.apply(e).decisions if not d.published]
+    assert held_back, "the scenario must hold a decision back"
+    _verdict_raises(monkeypatch, lambda _ev, decision: not decision.published)
+    recs = records(evs)
+    result = RunProcessor(CONFIG).process(plan_batch(recs, NOW).groups[b"a"], recs, None, NOW)
+    assert result.dead_letters == [] and len(result.applied_types) == len(evs)
+    for include_all in (False, True):
+        replayer = Replayer(CONFIG, include_all=include_all)
+        assert [replayer.apply(e).failure for e in decoded] == [None] * len(evs)
 
 
 def test_an_event_that_raises_is_dead_lettered_and_its_run_goes_on(
