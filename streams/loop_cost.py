@@ -249,12 +249,6 @@ class UsageBook:
     def record(self, scope: str, event: ModelUsageEvent) -> None:
         self.runs[scope] = record(self.runs.get(scope), event)
 
-    def charge(self, scope: str, decisions: list[Decision], loop: LoopConfig) -> list[LoopCost]:
-        usage, costs = charge(self.runs.get(scope), decisions, loop)
-        if usage is not None:
-            self.runs[scope] = usage
-        return costs
-
 
 @dataclass(frozen=True, slots=True)
 class CostTotals:

@@ -38,8 +38,7 @@ class Step(NamedTuple):
 
     def priced(self) -> list[tuple[Decision, LoopCost | None]]:
         """Each decision with its loop cost (None when no UsageBook priced it)."""
-        costs: list[LoopCost | None] = list(self.costs) if self.costs else [None] * len(self.decisions)
-        return list(zip(self.decisions, costs, strict=True))
+        return [(decision, cost) for decision, cost, _verdict in self.rendered()]
 
     def rendered(self) -> list[tuple[Decision, LoopCost | None, Verdict | None]]:
         """Each decision with its loop cost and its verdict (None: not built, see :func:`step`)."""
@@ -84,7 +83,7 @@ def step(
     A ``model_usage`` event never reaches the detectors: it goes to ``usage`` (when given) and leaves the
     run's state as it was; with ``usage`` every decision is also priced (:mod:`streams.loop_cost`). Each
     published decision's verdict is built here too, naming ``source``: the worker gives its record's (topic,
-    partition, offset), made a :class:`SourceRef` only for an event with decisions. The worker's verdict
+    partition, offset), made a :class:`SourceRef` only for an event with a verdict. The worker's verdict
     records are these, so building one is part of applying the event; the verdict of a decision the worker
     does not publish is not (``replay --all`` builds those itself), so it cannot make an audit skip an event
     the worker applied.
@@ -132,14 +131,14 @@ def _published(
     source: SourceRef | tuple[str, int, int] | None,
 ) -> list[Verdict | None]:
     """The verdict of each published decision, None for the others."""
-    if isinstance(source, tuple):
-        topic, partition, offset = source
-        source = SourceRef(topic=topic, partition=partition, offset=offset)
     out: list[Verdict | None] = []
     for i, decision in enumerate(decisions):
         if not decision.published:
             out.append(None)
             continue
+        if isinstance(source, tuple):  # made once, and only for an event with a verdict
+            topic, partition, offset = source
+            source = SourceRef(topic=topic, partition=partition, offset=offset)
         cost = costs[i] if costs else None
         out.append(to_verdict(event, decision, config_hash=config_hash, source=source, profile=profile, cost=cost))
     return out

@@ -787,7 +787,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             super().resume_partitions(resume)
             self._pause_in_aiokafka(resume, paused=False)
             if resting and not self.compat_options.pause_changelogs:  # else the mirror above resumed them
-                self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition) for tp in resting], paused=False)
+                self._set_paused_in_aiokafka(resting, paused=False)
 
     def pause_partitions(self, tps: Iterable[Any]) -> None:
         paused = set(tps)
@@ -826,7 +826,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         throttled = self._throttled
         changelogs = self.compat_options.pause_changelogs and not self.app.client_only
         streams = [
-            TopicPartition(tp.topic, tp.partition)
+            tp
             for tp in tps
             if (self._gapless(tp) and (paused or tp not in throttled.get(tp.topic, ())))
             or (changelogs and self._is_changelog_tp(tp))
@@ -834,15 +834,17 @@ class CompatConsumer(faust_aiokafka.Consumer):
         if streams:
             self._set_paused_in_aiokafka(streams, paused=paused)
 
-    def _set_paused_in_aiokafka(self, tps: Sequence[Any], *, paused: bool) -> None:
+    def _set_paused_in_aiokafka(self, tps: Iterable[Any], *, paused: bool) -> None:
+        """Pause or resume Faust's partitions ``tps`` in aiokafka (the one place that does), those it has."""
         thread = self._thread
         aio = getattr(thread, "_consumer", None)
         if aio is None:
             return
+        plain = [TopicPartition(tp.topic, tp.partition) for tp in tps]
 
         def apply() -> None:  # on the consumer thread's loop, like every other aiokafka call
             assigned = aio.assignment()
-            for tp in tps:
+            for tp in plain:
                 if tp in assigned:
                     (aio.pause if paused else aio.resume)(tp)
 
@@ -1085,7 +1087,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
         nothing is lost; a partition still behind is not rested. Pauses Faust makes (a rebalance) end the rest.
         """
         self._resting.add(tp)
-        self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition)], paused=True)
+        self._set_paused_in_aiokafka([tp], paused=True)
         asyncio.get_running_loop().call_later(seconds, self._wake, tp, self._bulk_epoch)
 
     def _wake(self, tp: Any, epoch: int) -> None:
@@ -1095,7 +1097,7 @@ class CompatConsumer(faust_aiokafka.Consumer):
             return
         self._resting.discard(tp)
         if epoch == self._bulk_epoch and tp in self._get_active_partitions():
-            self._set_paused_in_aiokafka([TopicPartition(tp.topic, tp.partition)], paused=False)
+            self._set_paused_in_aiokafka([tp], paused=False)
 
     def _throttle(self, topic: str, live_active: Iterable[Any]) -> None:
         """``topic``'s sink is full: stop fetching its partitions (aiokafka pause) until the sink has room.

@@ -105,13 +105,17 @@ def render_table(report: Report, *, limit: int = TABLE_LIMIT, changes_per_run: i
     return "\n".join(lines) + "\n"
 
 
-def _not_applied_lines(comparison: Comparison) -> list[str]:
-    """Each config's events not applied, when there are any (what-if counts them; the worker dead-letters them)."""
-    said = [
-        f"  {name:<10} {text}"
+def _not_applied(comparison: Comparison) -> list[tuple[str, str]]:
+    """(config, what it could not apply) for each config that skips events (the worker dead-letters them)."""
+    return [
+        (name, text)
         for name, evaluation in (("current", comparison.current), ("candidate", comparison.candidate))
         if (text := evaluation.not_applied_text())
     ]
+
+
+def _not_applied_lines(comparison: Comparison) -> list[str]:
+    said = [f"  {name:<10} {text}" for name, text in _not_applied(comparison)]
     return ["", "Events not applied (--format json lists them):", *said] if said else []
 
 
@@ -119,7 +123,8 @@ def _resolved_triplet(resolved: dict[str, int]) -> str:
     return f"{resolved['warningThreshold']}/{resolved['criticalThreshold']}/{resolved['globalCircuitBreakerThreshold']}"
 
 
-def _sweep_table(sweep: SweepResult) -> list[str]:
+def _sweep_rows(sweep: SweepResult) -> tuple[bool, list[list[str]]]:
+    """The sweep's cells per value, with a not-applied column only when some value skips events (and whether)."""
     skips = any(p.not_applied for p in sweep.points)
     rows = []
     for p in sweep.points:
@@ -127,6 +132,11 @@ def _sweep_table(sweep: SweepResult) -> list[str]:
         for decision in DECISIONS:
             cells += [str(p.tally.runs[decision]), str(p.tally.calls[decision])]
         rows.append(cells + ([str(p.not_applied)] if skips else []))
+    return skips, rows
+
+
+def _sweep_table(sweep: SweepResult) -> list[str]:
+    skips, rows = _sweep_rows(sweep)
     title = (
         f"Sweep of {sweep.key} on the current config (current value {sweep.current_value}; "
         "W/C/G = resolved warning/critical/global thresholds"
@@ -205,16 +215,10 @@ def _sweep_html(sweep: SweepResult) -> str:
         points=True,
         attrs=f' data-key="{escape(sweep.key)}"',
     )
-    skips = any(p.not_applied for p in sweep.points)
+    skips, rows = _sweep_rows(sweep)
     headers = ["value", "W/C/G", *_TALLY_HEADERS, *(["not applied"] if skips else [])]
     head = "".join(f'<th class="num">{escape(h)}</th>' for h in headers)
-    body = []
-    for p in sweep.points:
-        cells = [str(p.value), _resolved_triplet(p.resolved)]
-        for d in DECISIONS:
-            cells += [str(p.tally.runs[d]), str(p.tally.calls[d])]
-        cells += [str(p.not_applied)] if skips else []
-        body.append("<tr>" + "".join(f'<td class="num">{escape(c)}</td>' for c in cells) + "</tr>")
+    body = ["<tr>" + "".join(f'<td class="num">{escape(c)}</td>' for c in cells) + "</tr>" for cells in rows]
     table = f'<table class="sweep"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     return f'<div class="charts">{chart}</div>{table}'
 
@@ -265,7 +269,7 @@ def render_html(report: Report, *, limit: int = 200) -> str:
     sections = []
     comparison = report.comparison
     if comparison is not None:
-        meta += [escape(line.strip()) for line in _not_applied_lines(comparison)[2:]]
+        meta += [escape(f"{name:<10} {text}") for name, text in _not_applied(comparison)]
         sections.append(
             '<section id="timeline"><h2>Verdicts over time per detector (current solid, candidate dashed)'
             f"</h2>{_timeline_html(comparison)}</section>"
