@@ -21,6 +21,29 @@ RUN_TABLE: Final = "runs"
 STORM_TABLE: Final = "storms"
 
 
+#: How long the run table's changelog keeps every version of a run (7 days, Kafka's default retention and the
+#: events topic's): ``replay --with-state`` over any retained range then starts each run from the worker's state.
+_AUDIT_HISTORY_MS: Final = 7 * 24 * 3600 * 1000
+#: Dead letters keep the original bytes for forensics, longer than the events they came with.
+_DEAD_LETTER_RETENTION_MS: Final = 30 * 24 * 3600 * 1000
+
+
+def topic_configs(*, run_changelog: str, storm_changelog: str, dead_letter: str) -> dict[str, dict[str, str]]:
+    """The topic configs the worker creates its topics with (the deploy scripts create the same ones).
+
+    Both changelogs are compacted, as Faust's own changelogs are: a takeover restores the newest state of each
+    key, not every write of the retention, and a run quiet for longer than the retention keeps its state. Every
+    other topic keeps the broker's defaults (the events and the storm signals must not be compacted: the worker
+    reads every offset of them).
+    """
+    compact = {"cleanup.policy": "compact"}
+    return {
+        run_changelog: {**compact, "min.compaction.lag.ms": str(_AUDIT_HISTORY_MS)},
+        storm_changelog: compact,
+        dead_letter: {"retention.ms": str(_DEAD_LETTER_RETENTION_MS)},
+    }
+
+
 #: Kafka's own limit (its ``Topic.validate``): longer names, other characters, "." and ".." are refused.
 TOPIC_NAME_MAX: Final = 249
 TOPIC_NAME_RULE: Final = "a Kafka topic name is 1-249 letters, digits, '.', '_' or '-', and not '.' or '..'"
@@ -73,5 +96,6 @@ __all__ = [
     "changelog_topic",
     "leader_topic",
     "storm_signals_topic",
+    "topic_configs",
     "topic_name_problem",
 ]

@@ -115,7 +115,7 @@ SURFACES: dict[str, set[str]] = {
         "unknown_partitions",
     },
     "streams.kafka.client": {
-        "cleanup_policies",
+        "describe_topic_configs",
         "kafka_failure",
         "kafka_problem",
         "parse_bootstrap",
@@ -180,6 +180,7 @@ SURFACES: dict[str, set[str]] = {
         "changelog_topic",
         "leader_topic",
         "storm_signals_topic",
+        "topic_configs",
         "topic_name_problem",
     },
 }

@@ -34,11 +34,11 @@ async def partition_counts(
     return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
 
 
-async def cleanup_policies(
+async def describe_topic_configs(
     bootstrap: str, topics: Sequence[str], *, timeout: float = 15.0, security: KafkaSecurity | None = None
-) -> dict[str, str | None]:
-    """``{topic: cleanup.policy}`` of existing ``topics``: Kafka's default ``delete`` where the broker lists no
-    value (Tansu lists only what was set), None where it refused to say (no DescribeConfigs permission, say)."""
+) -> dict[str, dict[str, str] | None]:
+    """``{topic: {config: value}}`` of existing ``topics`` as the broker lists them (Tansu lists only what was
+    set; Kafka lists every config), None for a topic it refused to describe (no DescribeConfigs permission)."""
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     if not topics:
@@ -47,13 +47,12 @@ async def cleanup_policies(
     wanted = [ConfigResource(ConfigResourceType.TOPIC, name) for name in topics]
     async with started(admin, timeout):
         responses = await asyncio.wait_for(admin.describe_configs(wanted), timeout)
-    policies: dict[str, str | None] = {}
+    configs: dict[str, dict[str, str] | None] = {}
     for response in responses:
         for resource in response.to_object()["resources"]:
             entries = {e["config_names"]: e["config_value"] for e in resource["config_entries"] or ()}
-            failed = resource["error_code"] != 0
-            policies[resource["resource_name"]] = None if failed else entries.get("cleanup.policy") or "delete"
-    return policies
+            configs[resource["resource_name"]] = None if resource["error_code"] != 0 else entries
+    return configs
 
 
 def _admin(bootstrap: str, timeout: float, security: KafkaSecurity | None) -> Any:
@@ -343,7 +342,7 @@ async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> N
 
 
 __all__ = [
-    "cleanup_policies",
+    "describe_topic_configs",
     "kafka_failure",
     "kafka_problem",
     "parse_bootstrap",

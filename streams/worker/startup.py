@@ -276,21 +276,30 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
     """Check existing topics, then create the missing ones; raises :class:`CommandError` if the worker must stop.
 
     Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
-    ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning.
+    ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning, and so
+    does an existing changelog that is not compacted. Missing topics are created with
+    :attr:`WorkerSettings.topic_configs`.
     """
     import asyncio
 
     from streams.kafka.admin import create_topics
-    from streams.kafka.client import cleanup_policies, partition_counts
+    from streams.kafka.client import describe_topic_configs, partition_counts
 
     existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
+    configs = settings.topic_configs
     streamed = [name for name in (settings.events_topic, settings.storm_signals_topic) if name in existing]
+    changelogs = [name for name in (settings.changelog_topic, settings.storm_changelog_topic) if name in existing]
     try:
-        policies = asyncio.run(cleanup_policies(settings.bootstrap, streamed, security=settings.security))
+        described = asyncio.run(
+            describe_topic_configs(settings.bootstrap, streamed + changelogs, security=settings.security)
+        )
     except Exception:  # a broker without DescribeConfigs, or an answer aiokafka cannot read: checked by nobody
-        policies = {}
+        described = {}
+    policies = {name: None if c is None else c.get("cleanup.policy") or "delete" for name, c in described.items()}
     for name in streamed:
         check_not_compacted(name, policies.get(name))
+    for name in changelogs:
+        check_compacted(name, policies.get(name))
     strict = {
         settings.events_topic,
         settings.changelog_topic,
@@ -318,7 +327,8 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
         warn("worker", f"topic {name!r} has {have} partitions, not {want}")
     missing = {name: n for name, n in topics.items() if name not in existing}
     if missing:
-        create_topics(settings.bootstrap, missing, security=settings.security)
+        wanted = {name: config for name, config in configs.items() if name in missing}
+        create_topics(settings.bootstrap, missing, configs=wanted, security=settings.security)
 
 
 def check_not_compacted(topic: str, policy: str | None) -> None:
@@ -334,6 +344,20 @@ def check_not_compacted(topic: str, policy: str | None) -> None:
             f"topic is compacted (cleanup.policy={policy})",
             topic,
             "the worker must read every offset of its input topics; set cleanup.policy=delete or use another topic",
+        )
+
+
+def check_compacted(topic: str, policy: str | None) -> None:
+    """Warn of a changelog that Kafka does not compact (made by hand, or by an earlier version of the worker).
+
+    It works, but a takeover then restores every state write the topic retains instead of the newest per run,
+    and a run quiet for longer than the retention loses its state. Nothing is said where the broker would not.
+    """
+    if policy is not None and "compact" not in (part.strip() for part in policy.split(",")):
+        warn(
+            "worker",
+            f"changelog {topic!r} is not compacted (cleanup.policy={policy}): a takeover restores every write it "
+            "retains, and states older than its retention are lost; set cleanup.policy=compact",
         )
 
 

@@ -249,3 +249,40 @@ def test_a_compacted_input_topic_is_refused_before_anything_is_created(empty: Pa
         events = lw(empty, "worker", *base, "--group", "cmp2", "--events-topic", "cmp2.events", "--partitions", "2")
         assert events.code == 2 and "compacted (cleanup.policy=compact) (cmp2.events)" in events.err, events.err
         assert asyncio.run(partition_counts(broker.bootstrap)) == before
+
+
+@pytest.mark.integration
+def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(empty: Path) -> None:
+    """The worker creates its topics before Faust would, so Faust's compacted changelogs were created with the
+    broker's default policy (delete): on Kafka a takeover then restored a week of writes, and a run quiet for a
+    week lost its state. A changelog made by hand (or by that worker) without compaction is named at start."""
+    from streams.devbroker import EmbeddedBroker
+    from streams.kafka.admin import create_topics
+    from streams.kafka.client import describe_topic_configs
+
+    with EmbeddedBroker(log_path=empty.parent / "tansu.log") as broker:
+        create_topics(broker.bootstrap, {"old-runs-changelog": 2})
+        log = empty.parent / "worker.log"
+        cmd = [LOOPWATCH, "worker", "--bootstrap", broker.bootstrap, "--store", "memory", "--partitions", "2",
+               "--web-port", "0", "--metrics-port", "0", "--group", "old"]  # fmt: skip
+        proc = start_process(cmd, env=clean_env(), log_path=log, cwd=empty)
+        try:
+            wait_until(lambda: "loopwatch worker: ready" in log.read_text(encoding="utf-8"), 60, 0.1, message="ready")
+            status = stop_process(proc, 20)
+        finally:
+            stop_process(proc, 5)
+        text = log.read_text(encoding="utf-8")
+        assert status == 0 and "Traceback" not in text, text
+        assert (
+            "loopwatch worker: warning: changelog 'old-runs-changelog' is not compacted (cleanup.policy=delete)" in text
+        ), text
+        configs = asyncio.run(
+            describe_topic_configs(
+                broker.bootstrap, ["old-storms-changelog", "loopwatch.dead-letter", "loopwatch.events"]
+            )
+        )
+        assert configs == {
+            "old-storms-changelog": {"cleanup.policy": "compact"},
+            "loopwatch.dead-letter": {"retention.ms": str(30 * 24 * 3600 * 1000)},
+            "loopwatch.events": {},
+        }
