@@ -1,16 +1,70 @@
-"""What the deploy topic scripts must create for the worker and the audits."""
+"""What the deploy topic scripts must create: every topic the worker would create, with its partitions and configs.
+
+Where the cluster's ACLs keep the worker from creating topics, the scripts are the only creator, so the plan is
+taken from the worker itself (its required topics and :attr:`WorkerSettings.topic_configs`), not listed here.
+"""
 
 from __future__ import annotations
 
+import re
+import tempfile
 
-def assert_audit_changelog(script: str) -> None:
-    """The topic script pre-creates the run table's changelog (the worker's own name for it, default group)
-    compacted, with a compaction lag of the events' 7-day retention: ``replay --with-state`` needs its versions."""
+Plan = dict[str, tuple[str, dict[str, str]]]  # topic: (partitions as the script writes it, configs)
+
+
+def worker_plan(partitions: int, partitions_var: str) -> Plan:
+    """The topics a default worker with ``partitions`` creates; counts equal to it written as ``partitions_var``."""
+    from streams.config_file import LoadedConfig
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.metrics import WorkerMetrics
     from streams.worker.settings import WorkerSettings
 
-    changelog = WorkerSettings().changelog_topic
-    commands = [" ".join(c.split()) for c in script.replace("\\\n", " ").splitlines()]
-    create = [c for c in commands if f"--topic {changelog} " in c]
-    assert len(create) == 1, f"{changelog} is not created exactly once"
-    assert "--create --if-not-exists" in create[0] and "--config cleanup.policy=compact" in create[0]
-    assert any(f"--entity-name {changelog} --add-config min.compaction.lag.ms=604800000" in c for c in commands)
+    with tempfile.TemporaryDirectory() as data_dir:
+        settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", partitions=partitions, data_dir=data_dir)
+        topics = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False)).required_topics()
+    configs = settings.topic_configs
+    return {
+        name: (partitions_var if count == partitions else str(count), configs.get(name, {}))
+        for name, count in topics.items()
+    }
+
+
+def script_plan(script: str) -> Plan:
+    """The topics a shell script creates with ``kafka-topics.sh --create`` (in a ``for topic in ...`` loop or one
+    by one), with the configs it gives them there or with ``kafka-configs.sh --alter --add-config``."""
+    lines = [" ".join(line.split()) for line in script.replace("\\\n", " ").splitlines()]
+    plan: Plan = {}
+    looped: list[str] = []
+    for line in lines:
+        loop = re.match(r"for topic in (.+); do$", line)
+        if loop:
+            looped = loop.group(1).split()
+        elif line == "done":
+            looped = []
+        elif "kafka-topics.sh" in line and "--create" in line:
+            assert "--if-not-exists" in line, line
+            topic = _flag(line, "--topic")
+            names = looped if topic in ('"$topic"', '"$$topic"') else [topic]
+            configs = dict(c.split("=", 1) for c in re.findall(r"--config (\S+)", line))
+            for name in names:
+                assert name not in plan, f"{name} is created twice"
+                plan[name] = (_flag(line, "--partitions").strip('"'), dict(configs))
+        elif "kafka-configs.sh" in line and "--add-config" in line:
+            name = _flag(line, "--entity-name")
+            assert name in plan, f"{name} is configured before it is created"
+            plan[name][1].update(c.split("=", 1) for c in _flag(line, "--add-config").split(","))
+    return plan
+
+
+def _flag(line: str, flag: str) -> str:
+    match = re.search(rf"{flag} (\S+)", line)
+    assert match, f"{flag} missing in: {line}"
+    return match.group(1)
+
+
+def assert_creates_worker_topics(script: str, partitions: int, partitions_var: str) -> None:
+    """The script creates exactly the worker's topics, each with the worker's partition count and configs."""
+    made, wanted = script_plan(script), worker_plan(partitions, partitions_var)
+    names = made.keys() | wanted.keys()
+    differ = {name: (made.get(name), wanted.get(name)) for name in names if made.get(name) != wanted.get(name)}
+    assert not differ, f"topic: (the script's, the worker's): {differ}"
