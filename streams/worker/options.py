@@ -206,7 +206,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "sweep_interval",
         number,
         "seconds between expiry sweeps and state-gauge refreshes",
-        default_text="a tenth of the TTL, within 0.5-10",
+        default_text="a tenth of the TTL, within 0.5-10; 30 with --state-ttl 0",
     ),
     Option("--max-batch", "max_batch", integer, "most events applied per batch (one state write per run)"),
     Option(
