@@ -88,6 +88,8 @@ class TimeBound:
 Bound = OffsetBound | TimeBound
 
 
+_OFFSET_MAX: Final = 2**63 - 1
+_PARTITION_MAX: Final = 2**31 - 1
 _PARTS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
@@ -97,14 +99,17 @@ def parse_bound(text: str) -> Bound:
     if not value:
         raise RangeError("empty range bound")
     if value.isdigit():
-        return OffsetBound(default=int(value))
+        return OffsetBound(default=_whole(value, "offset", _OFFSET_MAX))
     if "," in value or _PARTS.match(value):
         per: dict[int, int] = {}
         for part in value.split(","):
             m = _PARTS.match(part)
             if m is None:
                 raise RangeError(f"bad partition offset {part.strip()!r} (want PARTITION:OFFSET)")
-            partition, offset = int(m.group(1)), int(m.group(2))
+            partition, offset = (
+                _whole(m.group(1), "partition", _PARTITION_MAX),
+                _whole(m.group(2), "offset", _OFFSET_MAX),
+            )
             if partition in per:
                 raise RangeError(f"partition {partition} given twice")
             per[partition] = offset
@@ -116,6 +121,13 @@ def parse_bound(text: str) -> Bound:
     if when.tzinfo is None:
         raise RangeError(f"time {text!r} has no UTC offset (RFC 3339 needs Z or +HH:MM)")
     return TimeBound(int(when.timestamp() * 1000))
+
+
+def _whole(digits: str, what: str, most: int) -> int:
+    """A partition or an offset that Kafka can hold (its fields are int32 and int64)."""
+    if len(digits) > len(str(most)) or int(digits) > most:
+        raise RangeError(f"{what} {digits[:20]}{'...' if len(digits) > 20 else ''} is too large; at most {most}")
+    return int(digits)
 
 
 def check_order(start: Bound | None, end: Bound | None) -> None:

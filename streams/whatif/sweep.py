@@ -30,6 +30,7 @@ SWEEP_KEYS: Final[dict[str, str]] = {
 }
 MAX_SWEEP_VALUES: Final = 200
 # Signed, so that a negative value is refused as not positive rather than as not a range.
+_SWEEP_MAX: Final = 2**53
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?$")
 _LIST = re.compile(r"^\s*-?\d+\s*(,\s*-?\d+\s*)*$")
 
@@ -71,22 +72,36 @@ def parse_sweep(text: str) -> SweepSpec:
         raise SweepError(f"cannot sweep {key!r}; one of: {', '.join(SWEEP_KEYS)}")
     match = _RANGE.match(spec)
     if match is not None:
-        low, high = int(match.group(1)), int(match.group(2))
-        step = int(match.group(3)) if match.group(3) is not None else 1
+        low, high = _number(match.group(1)), _number(match.group(2))
+        step = _number(match.group(3)) if match.group(3) is not None else 1
         if step < 1:
             raise SweepError("the step must be a positive integer")
         if low > high:
             raise SweepError(f"empty range {low}..{high}")
-        values = tuple(range(low, high + 1, step))
+        span = range(low, high + 1, step)  # counted before it is built: 1..10**9 must not fill the memory
+        _check_count(len(span))
+        values = tuple(span)
     elif _LIST.match(spec):
-        values = tuple(sorted({int(v) for v in spec.split(",")}))
+        values = tuple(sorted({_number(v) for v in spec.split(",")}))
     else:
         raise SweepError(f"expected a..b, a..b:step or a comma list of integers, got {spec!r}")
     if values[0] < 1:
         raise SweepError("values must be positive integers (others fall back to the default at runtime)")
-    if len(values) > MAX_SWEEP_VALUES:
-        raise SweepError(f"{len(values)} values; at most {MAX_SWEEP_VALUES} (use a step)")
+    _check_count(len(values))
     return SweepSpec(key, values)
+
+
+def _number(text: str) -> int:
+    """One integer of a sweep, at most 2**53 (the largest a JSON config keeps exact)."""
+    digits = text.strip()
+    if len(digits.lstrip("-")) > len(str(_SWEEP_MAX)) or abs(int(digits)) > _SWEEP_MAX:
+        raise SweepError(f"{digits[:20]}{'...' if len(digits) > 20 else ''} is too large; at most {_SWEEP_MAX}")
+    return int(digits)
+
+
+def _check_count(count: int) -> None:
+    if count > MAX_SWEEP_VALUES:
+        raise SweepError(f"{count} values; at most {MAX_SWEEP_VALUES} (use a step)")
 
 
 def _path(key: str) -> tuple[str, ...]:

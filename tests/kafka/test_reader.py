@@ -37,6 +37,14 @@ def test_parse_rfc3339_times(text: str, ms: int) -> None:
     assert reader.parse_bound(text) == reader.TimeBound(ms)
 
 
+@pytest.mark.parametrize("text", ["9" * 5000, "0:" + "9" * 5000, "9" * 5000 + ":1", str(2**63), f"{2**31}:0"])
+def test_parse_refuses_offsets_and_partitions_kafka_cannot_hold(text: str) -> None:
+    """5,000 digits were a traceback (Python refuses to convert them); Kafka's offsets are int64, partitions int32."""
+    with pytest.raises(reader.RangeError, match="too large; at most"):
+        reader.parse_bound(text)
+    assert reader.parse_bound(f"{2**31 - 1}:{2**63 - 1}") == reader.OffsetBound(per_partition={2**31 - 1: 2**63 - 1})
+
+
 @pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
 def test_parse_rejects_bad_bounds(text: str) -> None:
     with pytest.raises(reader.RangeError):

@@ -33,6 +33,11 @@ def test_parse_ranges_steps_and_lists() -> None:
         ("warningThreshold=1..5:0", "step"),
         ("warningThreshold=a..b", "expected a..b"),
         ("warningThreshold=1..1000", "at most"),
+        # counted before it is built (it filled 12 GB), and numbers Python will not even convert refused in words
+        ("warningThreshold=1..1000000000", "1000000000 values; at most 200"),
+        ("warningThreshold=1.." + "9" * 5000, "too large; at most 9007199254740992"),
+        ("warningThreshold=" + "9" * 5000, "too large"),
+        ("warningThreshold=3,9007199254740993", "too large"),
     ],
 )
 def test_bad_sweeps_are_rejected(text: str, message: str) -> None:
