@@ -168,7 +168,12 @@ ul.changes { margin: 2px 0 10px; } .note { color: #666; }
 
 
 def _time_label(start_ms: float) -> str:
-    return datetime.fromtimestamp(start_ms / 1000, tz=UTC).strftime("%H:%M:%S")
+    """The tick's UTC time of day; the raw milliseconds where no calendar holds them (a gateway sending
+    microseconds lands past the year 9999), as the other commands print such a ``ts``."""
+    try:
+        return datetime.fromtimestamp(start_ms / 1000, tz=UTC).strftime("%H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return f"{start_ms:.0f}"
 
 
 def _timeline_html(comparison: Comparison) -> str:

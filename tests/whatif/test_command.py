@@ -18,6 +18,7 @@ from streams.kafka.reader import RecordSource, TopicRecord
 from streams.whatif import build_report, to_json
 from streams.worker.processing import InputRecord, RunProcessor, plan_batch
 from tests.support.audit import ListSource
+from tests.support.cli import lw
 from tests.support.scenarios import config_document, wire_events
 from tests.whatif.support import SCENARIOS, candidate_file, scenario_files, whatif
 from tests.worker.support import long_id_calls, records
@@ -125,6 +126,22 @@ def test_html_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert re.findall(r'https?://[^"\s<]+', text) == ["http://www.w3.org/2000/svg"] * text.count("<svg")
     assert text.count('class="chart chart-time"') == 1  # generic_repeat only
     assert text.count('class="chart chart-sweep"') == 1
+
+
+def test_html_of_events_past_the_year_9999_labels_their_milliseconds(tmp_path: Path) -> None:
+    """A gateway sending microseconds puts ``ts`` past the year 9999; replay and tail take such events, and the
+    HTML report crashed on its time axis. Its ticks now show the raw milliseconds, through the real command."""
+    config, events = scenario_files(STICKY, tmp_path)
+    lines = events.read_text(encoding="utf-8").splitlines()
+    shifted = [json.dumps({**json.loads(line), "ts": json.loads(line)["ts"] * 1000 + 10**16}) for line in lines]
+    events.write_text("\n".join(shifted) + "\n", encoding="utf-8")
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    html = tmp_path / "report.html"
+    done = lw(tmp_path, "whatif", "--config", str(config), "--candidate", str(candidate), "--events", str(events),
+              "--html", str(html))  # fmt: skip
+    assert (done.code, done.err) == (0, ""), done.err
+    assert "loopwatch what-if" in done.out
+    assert re.search(r">1\d{16}<", html.read_text(encoding="utf-8"))
 
 
 def _key(event: dict[str, Any]) -> bytes:
