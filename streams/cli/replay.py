@@ -179,6 +179,10 @@ _EXCLUSIVE: tuple[tuple[tuple[tuple[str, str], tuple[str, str]], str], ...] = (
         (("--compare-verdicts", "compare_verdicts"), ("--all", "all")),
         "--compare-verdicts compares published verdicts only, --all adds decisions never published",
     ),
+    (
+        (("--strict", "strict"), ("--skip-invalid", "skip_invalid")),
+        "--strict fails on a bad record, --skip-invalid goes on past it",
+    ),
 )
 
 
@@ -187,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_topic_only(args, _TOPIC_ONLY, "replay")
     for needs, flags in _NEEDS:
         refuse_without(args, needs, flags, "replay")
+    if args.run is None and not args.compare_verdicts:  # a replay's decisions are JSON Lines already
+        refuse_without(args, ("--run or --compare-verdicts", "run"), (("--json", "json"),), "replay")
     if not _reads_verdicts(args):  # --run --with-state reads the verdicts too, for their config_hash
         needs = ("--compare-verdicts (or --run with --with-state)", "compare_verdicts")
         refuse_without(args, needs, (("--verdicts-topic", "verdicts_topic"),), "replay")

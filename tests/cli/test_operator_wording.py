@@ -222,6 +222,10 @@ def test_replay_and_whatif_read_a_topic_from_the_bootstrap_variable(empty: Path)
         (["--run", "r", "--all"], "--run and --all given together: --run shows every decision of its run already"),
         (["--compare-verdicts", "--all"], "--compare-verdicts and --all given together: --compare-verdicts compares "
          "published verdicts only, --all adds decisions never published"),
+        (["--json"], "--json does nothing without --run or --compare-verdicts: add --run or --compare-verdicts, or "
+         "leave it out"),  # a sixth QA pass, with --strict and --skip-invalid below (--strict won)
+        (["--strict", "--skip-invalid"], "--strict and --skip-invalid given together: --strict fails on a bad record, "
+         "--skip-invalid goes on past it"),
     ],
 )  # fmt: skip
 def test_replay_refuses_flags_that_would_do_nothing(empty: Path, flags: list[str], line: str) -> None:
