@@ -50,6 +50,22 @@ TOPIC_NAME_RULE: Final = "a Kafka topic name is 1-249 letters, digits, '.', '_' 
 _TOPIC_CHARACTERS: Final = frozenset(string.ascii_letters + string.digits + "._-")
 
 
+#: The most partitions a loopwatch topic may be given: far beyond any fleet (one worker per partition at most),
+#: and low enough that a typo (``--partitions 120000``) is refused instead of creating topics that slow every
+#: client of the broker down.
+MAX_PARTITIONS: Final = 10_000
+
+
+def partition_count_problem(count: int) -> str | None:
+    """Why ``count`` cannot be a loopwatch topic's partition count; None when it can. The one rule for the
+    worker's ``--partitions``, ``publish --partitions`` and ``broker --topic NAME:PARTITIONS``."""
+    if count < 1:
+        return "must be a positive integer"
+    if count > MAX_PARTITIONS:
+        return f"must be at most {MAX_PARTITIONS}"
+    return None
+
+
 def topic_name_problem(name: str) -> str | None:
     """Why Kafka would refuse ``name`` as a topic name, in a few words; None when it is a valid name.
 
@@ -88,6 +104,7 @@ __all__ = [
     "DEAD_LETTER_TOPIC",
     "EVENTS_TOPIC",
     "FLEET_ALERTS_TOPIC",
+    "MAX_PARTITIONS",
     "RUN_TABLE",
     "STORM_TABLE",
     "TOPIC_NAME_MAX",
@@ -95,6 +112,7 @@ __all__ = [
     "VERDICTS_TOPIC",
     "changelog_topic",
     "leader_topic",
+    "partition_count_problem",
     "storm_signals_topic",
     "topic_configs",
     "topic_name_problem",

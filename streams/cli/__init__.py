@@ -19,9 +19,9 @@ import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from streams.cli._args import refuse_empty_paths
+from streams.cli._args import STDOUT_CLOSED, refuse_empty_paths
 from streams.cli._signals import sigterm_raises
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, exit_code_table, report
 
@@ -164,10 +164,6 @@ class StdoutGone(BrokenPipeError):
     """The reader of stdout went away (``loopwatch ... | head``)."""
 
 
-#: Why stdout cannot be written when the shell closed it (``>&-``), and what to do.
-STDOUT_CLOSED: Final = "standard output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)"
-
-
 class _GuardedStdout(io.RawIOBase):
     """File descriptor 1 whose write errors say that they are stdout's, so that ``main`` can tell them apart from
     any other ``OSError`` (a socket, an output file) and report them once for every command.
@@ -185,6 +181,11 @@ class _GuardedStdout(io.RawIOBase):
         """Discard what is still buffered and written later: the failure was reported once, and a second one
         (the text wrapper's flush when it is closed) would be printed as "Exception ignored"."""
         self._dropped = True
+
+    def reported(self) -> None:
+        """The command reported the failure in its own words (``publish``: what it sent): not again."""
+        self.failure = None
+        self.drop()
 
     def check(self) -> None:
         """Raise the write error that happened, if any: argparse, for one, ignores its own (--help > /dev/full)."""
@@ -330,13 +331,16 @@ def _command_context(command: str) -> Iterator[None]:
             logger.propagate = propagate
 
 
-def _dispatch(args: argparse.Namespace, command: str) -> int:
+def _dispatch(args: argparse.Namespace, command: str, guard: tuple[TextIO | None, _GuardedStdout] | None) -> int:
     try:
         with _command_context(command):
             code: int = args.func(args)
             sys.stdout.flush()  # here, not at exit: a failure is still reported as one line
             return code
     except CommandError as exc:
+        if exc.where == "stdout" and guard is not None:
+            _drop_stdout(guard)
+            guard[1].reported()
         return report(command, exc)
     except KeyboardInterrupt:
         print(f"loopwatch {command}: interrupted", file=sys.stderr)
@@ -363,7 +367,7 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
             raise
         command = command_name(args)
         args.record_source = record_source
-        code = _dispatch(args, command)
+        code = _dispatch(args, command, guard)
         if guard is not None:
             guard[1].check()
         return code

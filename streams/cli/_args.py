@@ -17,7 +17,7 @@ from typing import IO, Any, Final
 
 from streams.errors import CommandError, file_reason
 from streams.kafka.security import SECURITY_FLAGS
-from streams.topics import topic_name_problem
+from streams.topics import partition_count_problem, topic_name_problem
 from streams.worker import options
 from streams.worker.options import flag_value, integer, number
 from streams.worker.settings import environ
@@ -36,6 +36,15 @@ def positive_int(text: str) -> int:
     value = any_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def partition_count(text: str) -> int:
+    """A topic's partition count (:func:`streams.topics.partition_count_problem`)."""
+    value = any_int(text)
+    problem = partition_count_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 
@@ -131,6 +140,17 @@ _NO_EVENTS_FILE: Final = (
 )
 #: What to do about '-' when there is no stdin to read.
 _STDIN_CLOSED: Final = "standard input is closed; pipe or redirect the events into it (< FILE), or give the file's path"
+
+
+#: Why stdout cannot be written when the shell closed it (``>&-``), and what to do.
+STDOUT_CLOSED: Final = "standard output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)"
+
+
+def require_stdout() -> None:
+    """Refuse a stdout the shell closed (``>&-``) before a command does what cannot be undone (``publish``
+    sending its events), rather than at its first write."""
+    if sys.__stdout__ is None:
+        raise CommandError("cannot write the output", "stdout", STDOUT_CLOSED)
 
 
 def open_events(path: Path) -> IO[bytes]:

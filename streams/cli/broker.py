@@ -26,7 +26,7 @@ from streams.kafka.security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.topics import TOPIC_NAME_RULE, topic_name_problem
+from streams.topics import MAX_PARTITIONS, TOPIC_NAME_RULE, partition_count_problem, topic_name_problem
 
 
 def register(subparsers: Any) -> None:
@@ -107,8 +107,12 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
     topics: dict[str, int] = {}
     for spec in specs:
         name, sep, count = spec.rpartition(":")
-        if not sep or not name or not count.isdigit() or int(count) < 1:
+        if not sep or not name or not count.isdigit():
             raise ValueError(f"--topic expects NAME:PARTITIONS, got {spec!r}")
+        digits = count.lstrip("0")  # a count of thousands of digits is refused without int() refusing to read it
+        problem = partition_count_problem(int(count) if len(digits) <= len(str(MAX_PARTITIONS)) else MAX_PARTITIONS + 1)
+        if problem is not None:
+            raise CommandError(f"{spec[:60]}: the partition count {problem}", "--topic")
         problem = topic_name_problem(name)
         if problem is not None:
             raise CommandError(problem, "--topic", TOPIC_NAME_RULE)

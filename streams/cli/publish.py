@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.audit.source import input_name, invalid_line, lines
-from streams.cli._args import bootstrap, bootstrap_setting, open_events, positive_int, topic_name
+from streams.cli._args import (
+    bootstrap,
+    bootstrap_setting,
+    open_events,
+    partition_count,
+    require_stdout,
+    topic_name,
+)
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
@@ -27,7 +34,7 @@ from streams.kafka.security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.topics import EVENTS_TOPIC
+from streams.topics import EVENTS_TOPIC, partition_count_problem
 from streams.worker.settings import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_PARTITIONS,
@@ -59,7 +66,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
     p.add_argument(
         "--partitions",
-        type=positive_int,
+        type=partition_count,
         default=None,
         help="partitions of the topic if it has to be created "
         f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
@@ -132,8 +139,9 @@ def _partitions(args: argparse.Namespace) -> int:
         partitions = env_int(environ(), "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
     except SettingsError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
-    if partitions < 1:
-        raise CommandError(f"LOOPWATCH_PARTITIONS={partitions} must be a positive integer", hint=_HELP)
+    problem = partition_count_problem(partitions)
+    if problem is not None:
+        raise CommandError(f"LOOPWATCH_PARTITIONS={partitions} {problem}", hint=_HELP)
     return partitions
 
 
@@ -144,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     except KafkaSecurityError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
     partitions = _partitions(args)
+    require_stdout()
     with open_events(args.file) as source:
         records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))
     preflight(args.bootstrap, security)
@@ -154,7 +163,13 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
         raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
     summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
-    print(summary + (f"; refused {plural(refused, 'invalid line')}" if refused else ""))
+    summary += f"; refused {plural(refused, 'invalid line')}" if refused else ""
+    try:
+        print(summary, flush=True)
+    except BrokenPipeError:
+        raise  # the reader went away (publish ... | head): 141, as for every command
+    except OSError as exc:  # a full disk: the events are sent all the same, and the one line must say so
+        raise CommandError(f"{summary}, but cannot write that to the output", "stdout", exc.strerror) from None
     return EXIT_USAGE if refused else 0
 
 

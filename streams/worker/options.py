@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from streams.kafka.client import parse_bootstrap
+from streams.topics import MAX_PARTITIONS
 from streams.worker.settings import LINGER_ENOUGH, ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
 from streams.worker.storm_rules import StormConfig
 
@@ -156,7 +157,12 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "static group membership: a stable id per worker (e.g. the StatefulSet pod name), so a restart within the "
         "session timeout moves no partitions; unset = dynamic membership",
     ),
-    Option("--partitions", "partitions", integer, "partition count of every loopwatch topic and of the changelogs"),
+    Option(
+        "--partitions",
+        "partitions",
+        integer,
+        f"partition count of every loopwatch topic and of the changelogs (at most {MAX_PARTITIONS})",
+    ),
     Option("--store", "store", str, "run table storage; both are rebuilt from the changelog", ("rocksdb", "memory")),
     Option("--data-dir", "data_dir", str, "this worker's own directory (RocksDB files), created with its parents"),
     Option(

@@ -22,6 +22,7 @@ from streams.topics import (
     VERDICTS_TOPIC,
     changelog_topic,
     leader_topic,
+    partition_count_problem,
     storm_signals_topic,
     topic_configs,
     topic_name_problem,
@@ -117,8 +118,9 @@ class WorkerSettings:
 
     def __post_init__(self) -> None:
         """Every rule a setting must follow, checked here once, whoever builds the settings (the CLI, tests)."""
-        if self.partitions < 1:
-            raise SettingsError("must be a positive integer", "partitions")
+        problem = partition_count_problem(self.partitions)
+        if problem is not None:
+            raise SettingsError(problem, "partitions")
         if self.store not in ("rocksdb", "memory"):
             raise SettingsError(f"must be rocksdb or memory, not {self.store!r}", "store")
         if self.state_ttl < 0:

@@ -21,6 +21,7 @@ import pytest
 
 from streams.cli.tail import LOST_AFTER
 from streams.kafka.admin import create_topics
+from streams.kafka.client import partition_counts
 from streams.kafka.compat import end_offsets
 from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, clean_env, lw, repeated_reads
 from tests.support.procs import free_port, start_process, stop_process, wait_until
@@ -374,3 +375,27 @@ def test_every_topic_flag_refuses_a_name_kafka_refuses(empty: Path, args: tuple[
     result = lw(empty, *args)
     assert result.code == 2 and result.err.startswith(f"loopwatch {args[0]}: {line}"), result.err
     assert len(result.err.splitlines()) == 1
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+def test_publish_says_what_it_sent_when_its_summary_cannot_be_written(empty: Path, bootstrap: str) -> None:
+    """``publish > /dev/full`` sent every event, then said only "cannot write the output" (exit 2), so a retry
+    sent them twice; ``publish >&-`` did the same. A closed stdout is now refused before anything is sent, and a
+    full one names what was sent in its one line."""
+
+    def published(topic: str) -> int:
+        return sum(asyncio.run(end_offsets(bootstrap, [(topic, p) for p in range(2)], timeout=15.0)).values())
+
+    base = ["publish", "events.jsonl", "--bootstrap", bootstrap, "--partitions", "2"]
+    closed = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" >&-', LOOPWATCH, *base, "--topic", "closed.events"],
+        cwd=empty, env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (closed.returncode, closed.stderr) == (2, "loopwatch publish: cannot write the output (stdout): standard "
+        "output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)\n")  # fmt: skip
+    assert "closed.events" not in asyncio.run(partition_counts(bootstrap))
+    code, err = run_into(empty, [*base, "--topic", "full.events"], FULL)
+    assert (code, err) == (2, "loopwatch publish: sent 12 events to full.events, but cannot write that to the "
+        "output (stdout): No space left on device\n")  # fmt: skip
+    assert published("full.events") == 12

@@ -122,6 +122,7 @@ def test_one_port_for_the_web_and_metrics_servers_is_refused_but_0_for_both_is_n
     ("argv", "env", "line"),
     [
         (["--partitions", "0"], {}, f"must be a positive integer (--partitions): {HELP}"),
+        (["--partitions", "120000"], {}, f"must be at most 10000 (--partitions): {HELP}"),
         (["--kafka-wait", "4000"], {}, f"must be between 0 and 3600 seconds (--kafka-wait): {HELP}"),
         (["--metrics-port", "70000"], {}, f"must be a port number from 0 to 65535 (--metrics-port): {HELP}"),
         (["--state-ttl", "-1"], {}, f"must be 0 or more (0 disables expiry) (--state-ttl): {HELP}"),
@@ -137,8 +138,8 @@ def test_one_port_for_the_web_and_metrics_servers_is_refused_but_0_for_both_is_n
         ([], {"LOOPWATCH_SWEEP_INTERVAL": "inf"}, f"LOOPWATCH_SWEEP_INTERVAL='inf' is not a finite number "
                                                   f"(--sweep-interval): {HELP}"),
     ],
-    ids=["partitions", "kafka-wait", "metrics-port", "state-ttl", "storm-runs", "env-partitions", "env-kafka-wait",
-         "env-web-port", "nan", "env-inf"],
+    ids=["partitions", "partitions-typo", "kafka-wait", "metrics-port", "state-ttl", "storm-runs", "env-partitions",
+         "env-kafka-wait", "env-web-port", "nan", "env-inf"],
 )  # fmt: skip
 def test_a_value_out_of_range_names_its_flag_and_variable(
     empty: Path, argv: list[str], env: dict[str, str], line: str
@@ -286,3 +287,27 @@ def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(e
             "loopwatch.dead-letter": {"retention.ms": str(30 * 24 * 3600 * 1000)},
             "loopwatch.events": {},
         }
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "line"),
+    [
+        (["publish", "e.jsonl", "--partitions", "120000"], {}, "loopwatch publish: must be at most 10000 "
+            "(--partitions): see 'loopwatch publish --help'"),
+        (["publish", "e.jsonl"], {"LOOPWATCH_PARTITIONS": "120000"}, "loopwatch publish: LOOPWATCH_PARTITIONS=120000 "
+            "must be at most 10000: see 'loopwatch publish --help'"),
+        (["broker", "--topic", "t:120000"], {}, "loopwatch broker: t:120000: the partition count must be at most "
+            "10000 (--topic)"),
+        (["broker", "--topic", "t:" + "9" * 5000], {}, "loopwatch broker: t:" + "9" * 58 + ": the partition count "
+            "must be at most 10000 (--topic)"),
+    ],
+    ids=["publish", "publish-env", "broker", "broker-5000-digits"],
+)  # fmt: skip
+def test_a_partition_count_past_the_bound_is_refused_by_every_command(
+    empty: Path, argv: list[str], env: dict[str, str], line: str
+) -> None:
+    """``publish --partitions 100000`` made a topic that slowed every client of the embedded broker to seconds; the
+    worker, publish and the broker now share one bound (streams.topics.MAX_PARTITIONS), before any connection."""
+    (empty / "e.jsonl").write_text("", encoding="utf-8")
+    done = lw(empty, *argv, env=env)
+    assert (done.code, done.out, done.err) == (2, "", line + "\n")
