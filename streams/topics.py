@@ -28,18 +28,13 @@ _AUDIT_HISTORY_MS: Final = 7 * 24 * 3600 * 1000
 _DEAD_LETTER_RETENTION_MS: Final = 30 * 24 * 3600 * 1000
 
 
-def topic_configs(*, run_changelog: str, storm_changelog: str, dead_letter: str) -> dict[str, dict[str, str]]:
-    """The topic configs the worker creates its topics with (the deploy scripts create the same ones).
-
-    Both changelogs are compacted, as Faust's own changelogs are: a takeover restores the newest state of each
-    key, not every write of the retention, and a run quiet for longer than the retention keeps its state. Every
-    other topic keeps the broker's defaults (the events and the storm signals must not be compacted: the worker
-    reads every offset of them).
-    """
-    compact = {"cleanup.policy": "compact"}
+def topic_configs(*, run_changelog: str, dead_letter: str) -> dict[str, dict[str, str]]:
+    """What loopwatch adds to the configs Faust gives its changelogs (compacted; the storms' windows also
+    deleted once expired: ``streams.kafka.compat.changelog_configs``): the run table's changelog keeps every
+    version for audits, dead letters are kept a month. Every other topic keeps the broker's defaults (the events
+    and the storm signals must not be compacted: the worker reads every offset of them)."""
     return {
-        run_changelog: {**compact, "min.compaction.lag.ms": str(_AUDIT_HISTORY_MS)},
-        storm_changelog: compact,
+        run_changelog: {"min.compaction.lag.ms": str(_AUDIT_HISTORY_MS)},
         dead_letter: {"retention.ms": str(_DEAD_LETTER_RETENTION_MS)},
     }
 

@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
             where = f"{settings.metrics_host}:{settings.metrics_port}"
             raise CommandError("cannot serve metrics", where, exc.strerror, code=EXIT_UNAVAILABLE) from None
     try:
-        prepare_topics(settings, worker.required_topics())
+        prepare_topics(settings, worker.required_topics(), worker.topic_configs())
     except CommandError:
         raise
     except Exception as exc:

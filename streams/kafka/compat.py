@@ -112,6 +112,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import FetchResult
 from aiokafka.errors import IllegalStateError, KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from mode.utils.times import want_seconds
 
 from streams.kafka.client import stop_consumer
 from streams.kafka.lease import OwnershipLease
@@ -132,6 +133,7 @@ __all__ = [
     "CompatTransport",
     "KafkaCompatError",
     "apply_kafka_compat",
+    "changelog_configs",
     "checked_end_offsets",
     "end_offsets",
     "faust_settings_for",
@@ -1337,6 +1339,26 @@ def faust_settings_for(
     if credentials is not None:
         settings["broker_credentials"] = credentials
     return settings
+
+
+def changelog_configs(app: Any) -> dict[str, dict[str, str]]:
+    """Each table's changelog topic config as Faust would create it: ``cleanup.policy`` from the topic's
+    compacting and deleting flags, ``retention.ms`` from its retention (a windowed table's expiry), then its own
+    config. The worker creates these topics before Faust looks (:func:`required_topics`), and Faust then skips
+    them, so without this they got the broker's defaults. The rule is Faust's aiokafka ``Transport._topic_config``
+    (faust-streaming 0.11); tests/integration/test_faust_recovery.py checks the two agree.
+    """
+    configs: dict[str, dict[str, str]] = {}
+    for table in app.tables.values():
+        topic = table.changelog_topic
+        flags = [flag for flag, on in (("compact", topic.compacting), ("delete", topic.deleting)) if on]
+        config = {"cleanup.policy": ",".join(flags)} if flags else {}
+        if topic.retention:
+            config["retention.ms"] = str(int(want_seconds(topic.retention) * 1000.0))
+        config.update({key: str(value) for key, value in (topic.config or {}).items()})
+        for name in topic.topics:
+            configs[name] = dict(config)
+    return configs
 
 
 def required_topics(app: Any, source_topics: Mapping[str, int]) -> dict[str, int]:

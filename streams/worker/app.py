@@ -60,11 +60,17 @@ from faust.types import TP
 
 from streams.config_file import LoadedConfig
 from streams.errors import EXIT_FATAL, EXIT_UNAVAILABLE
-from streams.kafka.compat import CompatConsumer, apply_kafka_compat, faust_settings_for, required_topics
+from streams.kafka.compat import (
+    CompatConsumer,
+    apply_kafka_compat,
+    changelog_configs,
+    faust_settings_for,
+    required_topics,
+)
 from streams.kafka.embedded import shorten_fetch_wait
 from streams.kafka.lease import OwnershipLost
 from streams.limits import MAX_RECORD_REQUEST
-from streams.topics import RUN_TABLE
+from streams.topics import RUN_TABLE, topic_configs
 from streams.worker import expiry
 from streams.worker.bulk import BulkIntake, Chunk, Taken
 from streams.worker.deadletter import DeadLetterPolicy
@@ -244,6 +250,15 @@ class LoopwatchWorker:
         if topics.get(self.changelog_topic) != n:
             raise RuntimeError(f"changelog topic {self.changelog_topic} must have {n} partitions")
         return topics
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """The configs the worker creates its topics with: Faust's for the changelogs, then what loopwatch adds
+        (:func:`streams.topics.topic_configs`). The deploy scripts create the same (tests/deploy/topics.py)."""
+        configs = changelog_configs(self.app)
+        added = topic_configs(run_changelog=self.changelog_topic, dead_letter=self.settings.dead_letter_topic)
+        for name, config in added.items():
+            configs[name] = {**configs.get(name, {}), **config}
+        return configs
 
     def local_tables(self) -> tuple[Path, dict[str, str]]:
         """Where the tables' RocksDB databases live, and each table's changelog topic by table name."""

@@ -24,7 +24,6 @@ from streams.topics import (
     leader_topic,
     partition_count_problem,
     storm_signals_topic,
-    topic_configs,
     topic_name_problem,
 )
 from streams.worker.storm_rules import StormConfig
@@ -227,15 +226,6 @@ class WorkerSettings:
     @property
     def storm_changelog_topic(self) -> str:
         return changelog_topic(self.group, STORM_TABLE)
-
-    @property
-    def topic_configs(self) -> dict[str, dict[str, str]]:
-        """The configs the worker creates its topics with (:func:`streams.topics.topic_configs`)."""
-        return topic_configs(
-            run_changelog=self.changelog_topic,
-            storm_changelog=self.storm_changelog_topic,
-            dead_letter=self.dead_letter_topic,
-        )
 
     def table_options(self) -> dict[str, int]:
         """RocksDB options of every table partition: a bounded memtable and cache (ignored by the memory store)."""

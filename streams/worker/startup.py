@@ -272,13 +272,13 @@ def announce_ready(
     return on_ready
 
 
-def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
+def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: dict[str, dict[str, str]]) -> None:
     """Check existing topics, then create the missing ones; raises :class:`CommandError` if the worker must stop.
 
     Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
     ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning, and so
-    does an existing changelog that is not compacted. Missing topics are created with
-    :attr:`WorkerSettings.topic_configs`.
+    does an existing changelog that is not compacted. Missing topics are created with their ``configs``
+    (``LoopwatchWorker.topic_configs``).
     """
     import asyncio
 
@@ -286,7 +286,6 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int]) -> None:
     from streams.kafka.client import describe_topic_configs, partition_counts
 
     existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
-    configs = settings.topic_configs
     streamed = [name for name in (settings.events_topic, settings.storm_signals_topic) if name in existing]
     changelogs = [name for name in (settings.changelog_topic, settings.storm_changelog_topic) if name in existing]
     try:

@@ -254,9 +254,10 @@ def test_a_compacted_input_topic_is_refused_before_anything_is_created(empty: Pa
 
 @pytest.mark.integration
 def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(empty: Path) -> None:
-    """The worker creates its topics before Faust would, so Faust's compacted changelogs were created with the
-    broker's default policy (delete): on Kafka a takeover then restored a week of writes, and a run quiet for a
-    week lost its state. A changelog made by hand (or by that worker) without compaction is named at start."""
+    """The worker creates its topics before Faust would, so Faust's changelogs were created with the broker's
+    default policy (delete): on Kafka a takeover then restored a week of writes, and a run quiet for a week lost
+    its state. They now get Faust's configs (the storm windows' expire), and a changelog made by hand (or by that
+    worker) without compaction is named at start."""
     from streams.devbroker import EmbeddedBroker
     from streams.kafka.admin import create_topics
     from streams.kafka.client import describe_topic_configs
@@ -283,7 +284,7 @@ def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(e
             )
         )
         assert configs == {
-            "old-storms-changelog": {"cleanup.policy": "compact"},
+            "old-storms-changelog": {"cleanup.policy": "compact,delete", "retention.ms": "600000"},
             "loopwatch.dead-letter": {"retention.ms": str(30 * 24 * 3600 * 1000)},
             "loopwatch.events": {},
         }

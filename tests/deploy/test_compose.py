@@ -160,7 +160,9 @@ def test_topic_init_creates_every_topic_with_the_worker_partition_count() -> Non
     init = _services()["topic-init"]
     script = "\n".join(init["command"])
     partitions = _default(init["environment"]["PARTITIONS"])
-    assert_creates_worker_topics(script, int(partitions), "$$PARTITIONS")
+    for worker in _workers().values():  # the storm window the scripts' storms changelog retention is made for
+        window = float(_default(worker["environment"]["LOOPWATCH_STORM_WINDOW"]))
+        assert_creates_worker_topics(script, int(partitions), "$$PARTITIONS", window)
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     assert partitions == _default(_services()["kafka"]["environment"]["KAFKA_NUM_PARTITIONS"])
     for name, worker in _workers().items():

@@ -214,7 +214,8 @@ def test_partition_count_and_topics_agree() -> None:
     assert _env(_worker_container())["LOOPWATCH_PARTITIONS"] == job_env["PARTITIONS"]
     script = "\n".join(container["args"])
     assert _env(_worker_container())["LOOPWATCH_BOOTSTRAP"] == job_env["BOOTSTRAP"]
-    assert_creates_worker_topics(script, int(job_env["PARTITIONS"]), "$PARTITIONS")
+    window = float(_env(_worker_container())["LOOPWATCH_STORM_WINDOW"])
+    assert_creates_worker_topics(script, int(job_env["PARTITIONS"]), "$PARTITIONS", window)
 
 
 # ------------------------------------------------------------------------------------------- scraping

@@ -12,17 +12,22 @@ import tempfile
 Plan = dict[str, tuple[str, dict[str, str]]]  # topic: (partitions as the script writes it, configs)
 
 
-def worker_plan(partitions: int, partitions_var: str) -> Plan:
-    """The topics a default worker with ``partitions`` creates; counts equal to it written as ``partitions_var``."""
+def worker_plan(partitions: int, partitions_var: str, storm_window: float) -> Plan:
+    """The topics a default worker with ``partitions`` and ``storm_window`` creates; counts equal to
+    ``partitions`` written as ``partitions_var``."""
     from streams.config_file import LoadedConfig
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics
     from streams.worker.settings import WorkerSettings
+    from streams.worker.storm_rules import StormConfig
 
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", partitions=partitions, data_dir=data_dir)
-        topics = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False)).required_topics()
-    configs = settings.topic_configs
+        settings = WorkerSettings(
+            bootstrap="127.0.0.1:1", store="memory", partitions=partitions, data_dir=data_dir,
+            storms=StormConfig(window_seconds=storm_window),
+        )  # fmt: skip
+        worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
+        topics, configs = worker.required_topics(), worker.topic_configs()
     return {
         name: (partitions_var if count == partitions else str(count), configs.get(name, {}))
         for name, count in topics.items()
@@ -52,7 +57,8 @@ def script_plan(script: str) -> Plan:
         elif "kafka-configs.sh" in line and "--add-config" in line:
             name = _flag(line, "--entity-name")
             assert name in plan, f"{name} is configured before it is created"
-            plan[name][1].update(c.split("=", 1) for c in _flag(line, "--add-config").split(","))
+            for key, value in re.findall(r"([\w.]+)=(\[[^\]]*\]|[^,]+)", _flag(line, "--add-config")):
+                plan[name][1][key] = value.strip("[]")  # kafka-configs.sh writes a list value in brackets
     return plan
 
 
@@ -62,9 +68,9 @@ def _flag(line: str, flag: str) -> str:
     return match.group(1)
 
 
-def assert_creates_worker_topics(script: str, partitions: int, partitions_var: str) -> None:
+def assert_creates_worker_topics(script: str, partitions: int, partitions_var: str, storm_window: float) -> None:
     """The script creates exactly the worker's topics, each with the worker's partition count and configs."""
-    made, wanted = script_plan(script), worker_plan(partitions, partitions_var)
+    made, wanted = script_plan(script), worker_plan(partitions, partitions_var, storm_window)
     names = made.keys() | wanted.keys()
     differ = {name: (made.get(name), wanted.get(name)) for name in names if made.get(name) != wanted.get(name)}
     assert not differ, f"topic: (the script's, the worker's): {differ}"

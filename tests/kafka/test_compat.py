@@ -25,6 +25,7 @@ from streams.kafka.compat import (
     CompatConsumer,
     _ChangelogRecord,
     apply_kafka_compat,
+    changelog_configs,
     faust_settings_for,
     partition_ranges,
 )
@@ -1092,3 +1093,25 @@ def test_a_static_member_is_not_presented_as_leaving(caplog: pytest.LogCaptureFi
     caplog.clear()
     assert _leave_at_generation_zero("pod-0") == [0]
     assert caplog.records == []
+
+
+def test_changelog_configs_are_the_ones_faust_would_create_its_changelogs_with() -> None:
+    """The worker creates Faust's changelogs itself (so that they exist with the right partition counts before
+    Faust looks), and Faust then skips them: their configs must be Faust's own, by its own rule. A change of that
+    rule in faust-streaming shows here."""
+    app = faust.App("cfg-test", broker="kafka://127.0.0.1:1")
+    app.Table("plain", partitions=2)
+    app.Table("windowed", default=dict, partitions=2).tumbling(300, expires=600)
+    app.Table("kept", partitions=2, extra_topic_configs={"min.insync.replicas": 2})
+    transport = faust_aiokafka.Transport(url=["kafka://127.0.0.1:1"], app=app)
+    configs = changelog_configs(app)
+    for table in app.tables.values():
+        topic = table.changelog_topic
+        retention = int(topic.retention * 1000.0) if topic.retention else None
+        faust_config = {**transport._topic_config(retention, topic.compacting, topic.deleting), **(topic.config or {})}
+        assert configs[topic.get_topic_name()] == {key: str(value) for key, value in faust_config.items()}
+    assert configs == {
+        "cfg-test-plain-changelog": {"cleanup.policy": "compact"},
+        "cfg-test-windowed-changelog": {"cleanup.policy": "compact,delete", "retention.ms": "600000"},
+        "cfg-test-kept-changelog": {"cleanup.policy": "compact", "min.insync.replicas": "2"},
+    }

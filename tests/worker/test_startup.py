@@ -228,13 +228,16 @@ def test_a_broker_that_cannot_describe_configs_gets_the_warning_not_a_refusal(
     monkeypatch.setattr(streams.kafka.client, "describe_topic_configs", cannot)
     monkeypatch.setattr(streams.kafka.admin, "create_topics", lambda *a, **k: created.append(a))
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", events_topic="t.events", partitions=2)
-    prepare_topics(settings, {"t.events": 2, "t.verdicts": 2})
+    prepare_topics(settings, {"t.events": 2, "t.verdicts": 2}, {})
     assert "could not read the cleanup.policy of topic 't.events'" in capsys.readouterr().err
     assert created  # and the worker goes on to create what is missing
 
 
 def _prepare(
-    monkeypatch: pytest.MonkeyPatch, existing: dict[str, int], configs: dict[str, dict[str, str] | None]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp: Path,
+    existing: dict[str, int],
+    configs: dict[str, dict[str, str] | None],
 ) -> list[tuple[dict[str, int], dict[str, dict[str, str]]]]:
     """Run prepare_topics against a broker that holds ``existing`` topics with ``configs``; what it created."""
     import streams.kafka.admin
@@ -252,31 +255,38 @@ def _prepare(
     monkeypatch.setattr(streams.kafka.client, "partition_counts", counts)
     monkeypatch.setattr(streams.kafka.client, "describe_topic_configs", describe)
     monkeypatch.setattr(streams.kafka.admin, "create_topics", lambda _b, t, **k: created.append((t, k["configs"])))
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", group="g", partitions=2)
+    from streams.config_file import LoadedConfig
+    from streams.worker.app import LoopwatchWorker
+    from streams.worker.metrics import WorkerMetrics
+
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", group="g", partitions=2, data_dir=str(tmp))
+    worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
     topics = {name: 2 for name in (settings.events_topic, settings.changelog_topic, settings.storm_changelog_topic,
                                    settings.dead_letter_topic, settings.verdicts_topic)}  # fmt: skip
-    prepare_topics(settings, topics)
+    prepare_topics(settings, topics, worker.topic_configs())
     return created
 
 
-def test_missing_changelogs_are_created_compacted_and_the_events_topic_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Faust's own changelogs are compacted; the worker creates its topics before Faust would, so it must say so
-    itself, else a takeover restores a week of writes and a run quiet for a week loses its state."""
-    (created,) = _prepare(monkeypatch, {}, {})
+def test_missing_changelogs_are_created_as_faust_would_and_the_events_topic_is_not_compacted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The worker creates its topics before Faust would, so it must give them Faust's configs itself, else a
+    takeover restores a week of writes, a run quiet for a week loses its state, and expired storm windows stay."""
+    (created,) = _prepare(monkeypatch, tmp_path, {}, {})
     topics, configs = created
     assert configs == {
         "g-runs-changelog": {"cleanup.policy": "compact", "min.compaction.lag.ms": str(7 * 24 * 3600 * 1000)},
-        "g-storms-changelog": {"cleanup.policy": "compact"},
+        "g-storms-changelog": {"cleanup.policy": "compact,delete", "retention.ms": "600000"},  # 2 windows of 300 s
         "loopwatch.dead-letter": {"retention.ms": str(30 * 24 * 3600 * 1000)},
     }
     assert set(configs) < set(topics) and "loopwatch.events" in topics
 
 
 def test_an_existing_changelog_that_is_not_compacted_is_a_warning(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     existing = {"loopwatch.events": 2, "g-runs-changelog": 2, "g-storms-changelog": 2}
-    created = _prepare(monkeypatch, existing, {"g-storms-changelog": {"cleanup.policy": "compact"}})
+    created = _prepare(monkeypatch, tmp_path, existing, {"g-storms-changelog": {"cleanup.policy": "compact,delete"}})
     assert capsys.readouterr().err == (
         "loopwatch worker: warning: changelog 'g-runs-changelog' is not compacted (cleanup.policy=delete): a "
         "takeover restores every write it retains, and states older than its retention are lost; set "
