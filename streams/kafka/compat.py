@@ -1346,7 +1346,7 @@ def changelog_configs(app: Any) -> dict[str, dict[str, str]]:
     compacting and deleting flags, ``retention.ms`` from its retention (a windowed table's expiry), then its own
     config. The worker creates these topics before Faust looks (:func:`required_topics`), and Faust then skips
     them, so without this they got the broker's defaults. The rule is Faust's aiokafka ``Transport._topic_config``
-    (faust-streaming 0.11); tests/integration/test_faust_recovery.py checks the two agree.
+    (faust-streaming 0.15); tests/kafka/test_compat.py checks the two agree.
     """
     configs: dict[str, dict[str, str]] = {}
     for table in app.tables.values():
