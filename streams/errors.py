@@ -71,6 +71,14 @@ def report(command: str, error: CommandError) -> int:
     return error.code
 
 
+class StdoutError(CommandError):
+    """stdout cannot be written, reported by the command itself in its own words (``publish``: what it sent
+    first); ``main`` then reports no second line for the same failure."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(what, "stdout", reason)
+
+
 def fail(command: str, what: str, where: str | None = None, hint: str | None = None, *, code: int = EXIT_USAGE) -> int:
     """Print one error line for ``command`` and return ``code`` (for commands that return their status)."""
     return report(command, CommandError(what, where, hint, code=code))

@@ -115,6 +115,7 @@ SURFACES: dict[str, set[str]] = {
         "unknown_partitions",
     },
     "streams.kafka.client": {
+        "broker_count",
         "describe_topic_configs",
         "kafka_failure",
         "kafka_problem",
@@ -168,6 +169,7 @@ SURFACES: dict[str, set[str]] = {
         "simulate_events",
         "start_of",
     },
+    "streams.integers": {"TooLarge", "parse_integer", "shown"},
     "streams.topics": {
         "DEAD_LETTER_TOPIC",
         "EVENTS_TOPIC",

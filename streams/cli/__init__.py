@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from streams.cli._args import STDOUT_CLOSED, refuse_empty_paths
+from streams.cli._args import STDOUT_CLOSED, note_stdout_closed, refuse_empty_paths
 from streams.cli._signals import sigterm_raises
-from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, exit_code_table, report
+from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, StdoutError, exit_code_table, report
 
 if TYPE_CHECKING:
     from streams.kafka.reader import RecordSource
@@ -230,6 +230,7 @@ def _guard_stdout() -> tuple[TextIO | None, _GuardedStdout] | None:
     Only the process's own stdout is guarded: a caller that replaced ``sys.stdout`` (a test capturing output, the
     demo) keeps its stream. A closed stdout (None) gets a guard whose every write fails."""
     out = sys.stdout
+    note_stdout_closed(out is None)
     if out is None:
         raw = _GuardedStdout(None)
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="\n")
@@ -338,7 +339,7 @@ def _dispatch(args: argparse.Namespace, command: str, guard: tuple[TextIO | None
             sys.stdout.flush()  # here, not at exit: a failure is still reported as one line
             return code
     except CommandError as exc:
-        if exc.where == "stdout" and guard is not None:
+        if isinstance(exc, StdoutError) and guard is not None:
             _drop_stdout(guard)
             guard[1].reported()
         return report(command, exc)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from streams.errors import CommandError, file_reason
+from streams.errors import CommandError, StdoutError, file_reason
 from streams.kafka.security import SECURITY_FLAGS
 from streams.topics import partition_count_problem, topic_name_problem
 from streams.worker import options
@@ -146,11 +146,21 @@ _STDIN_CLOSED: Final = "standard input is closed; pipe or redirect the events in
 STDOUT_CLOSED: Final = "standard output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)"
 
 
+_stdout_closed = False
+
+
+def note_stdout_closed(closed: bool) -> None:
+    """What ``main`` found: stdout closed by the shell (it then guards a stream whose every write fails), or
+    not (open, or a stream the caller put there)."""
+    global _stdout_closed
+    _stdout_closed = closed
+
+
 def require_stdout() -> None:
     """Refuse a stdout the shell closed (``>&-``) before a command does what cannot be undone (``publish``
     sending its events), rather than at its first write."""
-    if sys.__stdout__ is None:
-        raise CommandError("cannot write the output", "stdout", STDOUT_CLOSED)
+    if _stdout_closed:
+        raise StdoutError("cannot write the output", STDOUT_CLOSED)
 
 
 def open_events(path: Path) -> IO[bytes]:

@@ -18,6 +18,7 @@ from typing import Any
 from streams.cli._args import port, positive_float, refuse_without
 from streams.devbroker import BrokerError, BrokerFileError, EmbeddedBroker, PortInUseError, cpu_seconds
 from streams.errors import EXIT_UNAVAILABLE, CommandError
+from streams.integers import TooLarge, parse_integer, shown
 from streams.kafka.admin import create_topics
 from streams.kafka.security import (
     SECURITY_FLAGS,
@@ -107,16 +108,21 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
     topics: dict[str, int] = {}
     for spec in specs:
         name, sep, count = spec.rpartition(":")
-        if not sep or not name or not count.isdigit():
-            raise ValueError(f"--topic expects NAME:PARTITIONS, got {spec!r}")
-        digits = count.lstrip("0")  # a count of thousands of digits is refused without int() refusing to read it
-        problem = partition_count_problem(int(count) if len(digits) <= len(str(MAX_PARTITIONS)) else MAX_PARTITIONS + 1)
+        try:
+            partitions = parse_integer(count) if sep and name else None
+        except TooLarge:
+            partitions = MAX_PARTITIONS + 1  # thousands of digits: past the bound, whatever they say
+        except ValueError:
+            partitions = None
+        if partitions is None:
+            raise ValueError(f"--topic expects NAME:PARTITIONS, got {shown(spec)}")
+        problem = partition_count_problem(partitions)
         if problem is not None:
-            raise CommandError(f"{spec[:60]}: the partition count {problem}", "--topic")
+            raise CommandError(f"{shown(spec)}: the partition count {problem}", "--topic")
         problem = topic_name_problem(name)
         if problem is not None:
             raise CommandError(problem, "--topic", TOPIC_NAME_RULE)
-        if topics.setdefault(name, int(count)) != int(count):
+        if topics.setdefault(name, partitions) != partitions:
             raise CommandError(
                 f"topic {name} given with {topics[name]} and {count} partitions", "--topic", "give each topic once"
             )

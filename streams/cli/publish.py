@@ -25,7 +25,7 @@ from streams.cli._args import (
     topic_name,
 )
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.errors import EXIT_USAGE, CommandError
+from streams.errors import EXIT_USAGE, CommandError, StdoutError
 from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
 from streams.kafka.security import (
     PLAINTEXT,
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # the reader went away (publish ... | head): 141, as for every command
     except OSError as exc:  # a full disk: the events are sent all the same, and the one line must say so
-        raise CommandError(f"{summary}, but cannot write that to the output", "stdout", exc.strerror) from None
+        raise StdoutError(f"{summary}, but cannot write that to the output", exc.strerror or str(exc)) from None
     return EXIT_USAGE if refused else 0
 
 

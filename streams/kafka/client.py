@@ -34,6 +34,14 @@ async def partition_counts(
     return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
 
 
+async def broker_count(bootstrap: str, *, timeout: float = 15.0, security: KafkaSecurity | None = None) -> int:
+    """Brokers in the cluster's metadata (1 for the embedded broker)."""
+    admin = _admin(bootstrap, timeout, security)
+    async with started(admin, timeout):
+        cluster: dict[str, Any] = await asyncio.wait_for(admin.describe_cluster(), timeout)
+    return len(cluster.get("brokers") or ())
+
+
 async def describe_topic_configs(
     bootstrap: str, topics: Sequence[str], *, timeout: float = 15.0, security: KafkaSecurity | None = None
 ) -> dict[str, dict[str, str] | None]:
@@ -342,6 +350,7 @@ async def stop_consumer(stop: Callable[[], Awaitable[None]], consumer: Any) -> N
 
 
 __all__ = [
+    "broker_count",
     "describe_topic_configs",
     "kafka_failure",
     "kafka_problem",

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from streams.errors import EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
+from streams.integers import parse_integer, shown
 from streams.kafka.security import KafkaSecurity
 from streams.topics import DEAD_LETTER_TOPIC, EVENTS_TOPIC, FLEET_ALERTS_TOPIC, VERDICTS_TOPIC, changelog_topic
 
@@ -90,7 +91,8 @@ Bound = OffsetBound | TimeBound
 
 _OFFSET_MAX: Final = 2**63 - 1
 _PARTITION_MAX: Final = 2**31 - 1
-_PARTS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+_DIGITS = re.compile(r"[0-9]+")
+_PARTS = re.compile(r"^\s*([0-9]+)\s*:\s*([0-9]+)\s*$")
 
 
 def parse_bound(text: str) -> Bound:
@@ -98,7 +100,7 @@ def parse_bound(text: str) -> Bound:
     value = text.strip()
     if not value:
         raise RangeError("empty range bound")
-    if value.isdigit():
+    if _DIGITS.fullmatch(value):
         return OffsetBound(default=_whole(value, "offset", _OFFSET_MAX))
     if "," in value or _PARTS.match(value):
         per: dict[int, int] = {}
@@ -125,9 +127,10 @@ def parse_bound(text: str) -> Bound:
 
 def _whole(digits: str, what: str, most: int) -> int:
     """A partition or an offset that Kafka can hold (its fields are int32 and int64)."""
-    if len(digits) > len(str(most)) or int(digits) > most:
-        raise RangeError(f"{what} {digits[:20]}{'...' if len(digits) > 20 else ''} is too large; at most {most}")
-    return int(digits)
+    try:
+        return parse_integer(digits, most=most)
+    except ValueError as exc:
+        raise RangeError(f"{what} {shown(digits)} is {exc}") from None
 
 
 def check_order(start: Bound | None, end: Bound | None) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from streams.config_file import AgentBlock, LoadedConfig
+from streams.integers import parse_integer, shown
 from streams.whatif.analysis import IndexedEvent, Tally, evaluate, tally
 
 #: Sweepable keys (OpenClaw names, nested with a dot) and the resolved LoopConfig field each one sets.
@@ -29,8 +30,8 @@ SWEEP_KEYS: Final[dict[str, str]] = {
     "postCompactionGuard.windowSize": "guard_window_size",
 }
 MAX_SWEEP_VALUES: Final = 200
-# Signed, so that a negative value is refused as not positive rather than as not a range.
 _SWEEP_MAX: Final = 2**53
+# Signed, so that a negative value is refused as not positive rather than as not a range.
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?$")
 _LIST = re.compile(r"^\s*-?\d+\s*(,\s*-?\d+\s*)*$")
 
@@ -93,10 +94,10 @@ def parse_sweep(text: str) -> SweepSpec:
 
 def _number(text: str) -> int:
     """One integer of a sweep, at most 2**53 (the largest a JSON config keeps exact)."""
-    digits = text.strip()
-    if len(digits.lstrip("-")) > len(str(_SWEEP_MAX)) or abs(int(digits)) > _SWEEP_MAX:
-        raise SweepError(f"{digits[:20]}{'...' if len(digits) > 20 else ''} is too large; at most {_SWEEP_MAX}")
-    return int(digits)
+    try:
+        return parse_integer(text, most=_SWEEP_MAX)
+    except ValueError as exc:
+        raise SweepError(f"{shown(text.strip())} is {exc}") from None
 
 
 def _check_count(count: int) -> None:

@@ -17,9 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from streams.integers import parse_integer, shown
 from streams.kafka.client import parse_bootstrap
 from streams.topics import MAX_PARTITIONS
-from streams.worker.settings import LINGER_ENOUGH, ROCKSDB_WRITE_BUFFERS, SettingsError, WorkerSettings
+from streams.worker.settings import (
+    DEFAULT_REPLICATION,
+    LINGER_ENOUGH,
+    ROCKSDB_WRITE_BUFFERS,
+    SettingsError,
+    WorkerSettings,
+)
 from streams.worker.storm_rules import StormConfig
 
 _TRUE: Final = ("1", "true", "yes", "on")
@@ -39,10 +46,7 @@ T = TypeVar("T")
 
 
 def integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError("not an integer") from None
+    return parse_integer(text)
 
 
 def number(text: str) -> float:
@@ -162,6 +166,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "partitions",
         integer,
         f"partition count of every loopwatch topic and of the changelogs (at most {MAX_PARTITIONS})",
+    ),
+    Option(
+        "--replication-factor",
+        "replication_factor",
+        integer,
+        "replicas of each topic the worker creates (existing topics keep theirs)",
+        default_text=f"{DEFAULT_REPLICATION}, or the cluster's brokers if fewer",
     ),
     Option("--store", "store", str, "run table storage; both are rebuilt from the changelog", ("rocksdb", "memory")),
     Option("--data-dir", "data_dir", str, "this worker's own directory (RocksDB files), created with its parents"),
@@ -302,7 +313,7 @@ def flag_value(parse: Callable[[str], T], text: str) -> T:
     try:
         return parse(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is {exc}") from None
+        raise argparse.ArgumentTypeError(f"{shown(text)} is {exc}") from None
 
 
 def _argparse_type(option: Option) -> Callable[[str], Any]:
@@ -334,7 +345,7 @@ def setting(option: Option, args: argparse.Namespace, env: Mapping[str, str]) ->
     try:
         return option.value(raw)
     except ValueError as exc:
-        raise VariableError(f"{option.env}={raw!r} is {exc}", option.field) from None
+        raise VariableError(f"{option.env}={shown(raw)} is {exc}", option.field) from None
 
 
 def variable_value(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> str | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from streams.integers import parse_integer, shown
 from streams.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.topics import (
     DEAD_LETTER_TOPIC,
@@ -31,6 +32,9 @@ from streams.worker.storm_rules import StormConfig
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
 DEFAULT_GROUP: Final = "loopwatch"
 DEFAULT_PARTITIONS: Final = 12
+#: Replicas of each topic the worker creates on a cluster of that many brokers or more (the deploy scripts' 3).
+DEFAULT_REPLICATION: Final = 3
+MAX_REPLICATION: Final = 32
 DEFAULT_METRICS_PORT: Final = 9464
 DEFAULT_WEB_PORT: Final = 6066
 DEFAULT_STATE_TTL: Final = 24 * 3600.0
@@ -85,6 +89,7 @@ class WorkerSettings:
     group: str = DEFAULT_GROUP
     config_path: str | None = None
     partitions: int = DEFAULT_PARTITIONS
+    replication_factor: int | None = None  # of the topics it creates; None: replication_for(the cluster's brokers)
     store: StoreKind = "rocksdb"
     data_dir: str = DEFAULT_DATA_DIR
     state_ttl: float = DEFAULT_STATE_TTL
@@ -120,6 +125,8 @@ class WorkerSettings:
         problem = partition_count_problem(self.partitions)
         if problem is not None:
             raise SettingsError(problem, "partitions")
+        if self.replication_factor is not None and not 1 <= self.replication_factor <= MAX_REPLICATION:
+            raise SettingsError(f"must be between 1 and {MAX_REPLICATION}", "replication_factor")
         if self.store not in ("rocksdb", "memory"):
             raise SettingsError(f"must be rocksdb or memory, not {self.store!r}", "store")
         if self.state_ttl < 0:
@@ -255,14 +262,21 @@ def env_default(env: Mapping[str, str], name: str, fallback: str | None) -> str 
     return value if value not in (None, "") else fallback
 
 
+def replication_for(brokers: int, setting: int | None) -> int:
+    """Replicas of a topic the worker creates: the setting, else :data:`DEFAULT_REPLICATION` or the cluster's
+    brokers if fewer (1 on the embedded broker). Faust's own default is 1, which a production cluster would keep
+    for good: a topic made before the topic scripts ran was never replicated."""
+    return setting if setting is not None else max(1, min(DEFAULT_REPLICATION, brokers))
+
+
 def env_int(env: Mapping[str, str], name: str, fallback: int) -> int:
     raw = env_default(env, name, None)
     if raw is None:
         return fallback
     try:
-        return int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+        return parse_integer(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={shown(raw)} is {exc}") from None
 
 
 def environ() -> Mapping[str, str]:

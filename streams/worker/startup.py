@@ -24,7 +24,7 @@ from typing import IO, Any, Final
 
 from streams.errors import EXIT_UNAVAILABLE, CommandError, mkdir_reason, warn
 from streams.worker.local_state import StaleStore
-from streams.worker.settings import WorkerSettings
+from streams.worker.settings import WorkerSettings, replication_for
 
 LOCK_FILE = "loopwatch-worker.lock"
 _OWN = {
@@ -283,7 +283,7 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
     import asyncio
 
     from streams.kafka.admin import create_topics
-    from streams.kafka.client import describe_topic_configs, partition_counts
+    from streams.kafka.client import broker_count, describe_topic_configs, partition_counts
 
     existing = asyncio.run(partition_counts(settings.bootstrap, security=settings.security))
     streamed = [name for name in (settings.events_topic, settings.storm_signals_topic) if name in existing]
@@ -298,7 +298,7 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
     for name in streamed:
         check_not_compacted(name, policies.get(name))
     for name in changelogs:
-        check_compacted(name, policies.get(name))
+        check_changelog(name, described.get(name), configs.get(name, {}))
     strict = {
         settings.events_topic,
         settings.changelog_topic,
@@ -327,7 +327,9 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
     missing = {name: n for name, n in topics.items() if name not in existing}
     if missing:
         wanted = {name: config for name, config in configs.items() if name in missing}
-        create_topics(settings.bootstrap, missing, configs=wanted, security=settings.security)
+        brokers = asyncio.run(broker_count(settings.bootstrap, security=settings.security))
+        replication = replication_for(brokers, settings.replication_factor)
+        create_topics(settings.bootstrap, missing, replication=replication, configs=wanted, security=settings.security)
 
 
 def check_not_compacted(topic: str, policy: str | None) -> None:
@@ -346,18 +348,26 @@ def check_not_compacted(topic: str, policy: str | None) -> None:
         )
 
 
-def check_compacted(topic: str, policy: str | None) -> None:
-    """Warn of a changelog that Kafka does not compact (made by hand, or by an earlier version of the worker).
-
-    It works, but a takeover then restores every state write the topic retains instead of the newest per run,
-    and a run quiet for longer than the retention loses its state. Nothing is said where the broker would not.
-    """
-    if policy is not None and "compact" not in (part.strip() for part in policy.split(",")):
-        warn(
-            "worker",
-            f"changelog {topic!r} is not compacted (cleanup.policy={policy}): a takeover restores every write it "
-            "retains, and states older than its retention are lost; set cleanup.policy=compact",
-        )
+def check_changelog(topic: str, have: dict[str, str] | None, want: dict[str, str]) -> None:
+    """Warn of a changelog whose configs are not the ones the worker creates it with (made by hand, or by a
+    worker from before it set them). A run changelog that is deleted, not compacted, loses the states of runs
+    quiet for longer than its retention; a storm changelog that is compacted but not deleted keeps every
+    expired window for ever. Nothing is said where the broker would not describe the topic, nor of a config it
+    does not list (Tansu lists only what was set)."""
+    if have is None:
+        return
+    differ: dict[str, str] = {}
+    policy = have.get("cleanup.policy") or "delete"
+    if set(policy.replace(" ", "").split(",")) != set(want.get("cleanup.policy", "delete").split(",")):
+        differ["cleanup.policy"] = policy
+    differ.update(
+        {key: have[key] for key, value in want.items() if key != "cleanup.policy" and have.get(key, value) != value}
+    )
+    if differ:
+        found = ", ".join(f"{key}={value}" for key, value in differ.items())
+        fix = " and ".join(f"{key}={want.get(key, 'delete')}" for key in differ)
+        warn("worker", f"changelog {topic!r} has {found}, not the worker's configs: set {fix} (the deploy topic "
+                       "scripts do)")  # fmt: skip
 
 
 def discard_stale_state(settings: WorkerSettings, tabledir: Path, changelogs: dict[str, str]) -> list[StaleStore]:

@@ -56,9 +56,11 @@ def home(empty: Path) -> Path:
         (["whatif", "--candidate", "c.json5", "--events", "w.jsonl"], "loopwatch whatif"),
         (["config", "check", "c.json5"], "loopwatch config check"),
         (["simulate", "--duration", "2"], "loopwatch simulate"),
+        # refused before it sends anything (it sent every event, then failed): no broker is reached
+        (["publish", "w.jsonl", "--bootstrap", "127.0.0.1:1"], "loopwatch publish"),
         (["--help"], "loopwatch"),
     ],
-    ids=["replay", "whatif", "config-check", "simulate", "help"],
+    ids=["replay", "whatif", "config-check", "simulate", "publish", "help"],
 )
 def test_a_closed_stdout_is_an_output_that_cannot_be_written(home: Path, argv: list[str], name: str) -> None:
     result = closed(home, ">&-", *argv)

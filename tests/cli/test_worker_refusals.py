@@ -256,8 +256,8 @@ def test_a_compacted_input_topic_is_refused_before_anything_is_created(empty: Pa
 def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(empty: Path) -> None:
     """The worker creates its topics before Faust would, so Faust's changelogs were created with the broker's
     default policy (delete): on Kafka a takeover then restored a week of writes, and a run quiet for a week lost
-    its state. They now get Faust's configs (the storm windows' expire), and a changelog made by hand (or by that
-    worker) without compaction is named at start."""
+    its state. They now get Faust's configs (the storm windows' expire), and a changelog made otherwise (by hand,
+    or by that worker) is named at start."""
     from streams.devbroker import EmbeddedBroker
     from streams.kafka.admin import create_topics
     from streams.kafka.client import describe_topic_configs
@@ -276,7 +276,8 @@ def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(e
         text = log.read_text(encoding="utf-8")
         assert status == 0 and "Traceback" not in text, text
         assert (
-            "loopwatch worker: warning: changelog 'old-runs-changelog' is not compacted (cleanup.policy=delete)" in text
+            "loopwatch worker: warning: changelog 'old-runs-changelog' has cleanup.policy=delete, not the worker's "
+            "configs: set cleanup.policy=compact (the deploy topic scripts do)" in text
         ), text
         configs = asyncio.run(
             describe_topic_configs(
@@ -297,12 +298,14 @@ def test_the_worker_creates_its_changelogs_compacted_and_names_one_that_is_not(e
             "(--partitions): see 'loopwatch publish --help'"),
         (["publish", "e.jsonl"], {"LOOPWATCH_PARTITIONS": "120000"}, "loopwatch publish: LOOPWATCH_PARTITIONS=120000 "
             "must be at most 10000: see 'loopwatch publish --help'"),
-        (["broker", "--topic", "t:120000"], {}, "loopwatch broker: t:120000: the partition count must be at most "
+        (["broker", "--topic", "t:120000"], {}, "loopwatch broker: 't:120000': the partition count must be at most "
             "10000 (--topic)"),
-        (["broker", "--topic", "t:" + "9" * 5000], {}, "loopwatch broker: t:" + "9" * 58 + ": the partition count "
-            "must be at most 10000 (--topic)"),
+        (["broker", "--topic", "t:" + "9" * 5000], {}, "loopwatch broker: 't:" + "9" * 38 + "...': the partition "
+            "count must be at most 10000 (--topic)"),
+        (["worker", "--partitions", "9" * 5000], {}, "loopwatch worker: '" + "9" * 40 + "...' is too large "
+            "(--partitions): see 'loopwatch worker --help'"),
     ],
-    ids=["publish", "publish-env", "broker", "broker-5000-digits"],
+    ids=["publish", "publish-env", "broker", "broker-5000-digits", "worker-5000-digits"],
 )  # fmt: skip
 def test_a_partition_count_past_the_bound_is_refused_by_every_command(
     empty: Path, argv: list[str], env: dict[str, str], line: str

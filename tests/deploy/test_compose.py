@@ -18,7 +18,7 @@ import yaml
 
 from tests.deploy.metric_names import DEPLOY, REPO_ROOT
 from tests.deploy.tools import run_compose
-from tests.deploy.topics import assert_creates_worker_topics
+from tests.deploy.topics import assert_creates_worker_topics, assert_default_names
 
 COMPOSE_DIR = DEPLOY / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
@@ -160,9 +160,13 @@ def test_topic_init_creates_every_topic_with_the_worker_partition_count() -> Non
     init = _services()["topic-init"]
     script = "\n".join(init["command"])
     partitions = _default(init["environment"]["PARTITIONS"])
+    env = {name: _default(value) for name, value in init["environment"].items()}
     for worker in _workers().values():  # the storm window the scripts' storms changelog retention is made for
-        window = float(_default(worker["environment"]["LOOPWATCH_STORM_WINDOW"]))
-        assert_creates_worker_topics(script, int(partitions), "$$PARTITIONS", window)
+        worker_env = {name: _default(value) for name, value in worker["environment"].items()}
+        assert env["STORM_WINDOW"] == worker_env["LOOPWATCH_STORM_WINDOW"]
+        assert "LOOPWATCH_REPLICATION_FACTOR" not in worker_env  # one broker: the worker's default is 1, as here
+        assert_default_names(worker_env)
+        assert_creates_worker_topics(script, env, int(partitions), "$$PARTITIONS", float(env["STORM_WINDOW"]))
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     assert partitions == _default(_services()["kafka"]["environment"]["KAFKA_NUM_PARTITIONS"])
     for name, worker in _workers().items():

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy.metric_names import DEPLOY
-from tests.deploy.topics import assert_creates_worker_topics
+from tests.deploy.topics import assert_creates_worker_topics, assert_default_names
 
 K8S = DEPLOY / "k8s"
 KUBERNETES_VERSION = "1.30.0"
@@ -214,8 +214,12 @@ def test_partition_count_and_topics_agree() -> None:
     assert _env(_worker_container())["LOOPWATCH_PARTITIONS"] == job_env["PARTITIONS"]
     script = "\n".join(container["args"])
     assert _env(_worker_container())["LOOPWATCH_BOOTSTRAP"] == job_env["BOOTSTRAP"]
-    window = float(_env(_worker_container())["LOOPWATCH_STORM_WINDOW"])
-    assert_creates_worker_topics(script, int(job_env["PARTITIONS"]), "$PARTITIONS", window)
+    worker_env = _env(_worker_container())
+    assert job_env["STORM_WINDOW"] == worker_env["LOOPWATCH_STORM_WINDOW"]  # the storm changelog keeps two windows
+    assert job_env["REPLICATION_FACTOR"] == worker_env["LOOPWATCH_REPLICATION_FACTOR"]  # whoever creates a topic
+    assert_default_names(worker_env)
+    window = float(worker_env["LOOPWATCH_STORM_WINDOW"])
+    assert_creates_worker_topics(script, job_env, int(job_env["PARTITIONS"]), "$PARTITIONS", window)
 
 
 # ------------------------------------------------------------------------------------------- scraping

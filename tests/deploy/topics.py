@@ -1,7 +1,7 @@
 """What the deploy topic scripts must create: every topic the worker would create, with its partitions and configs.
 
 Where the cluster's ACLs keep the worker from creating topics, the scripts are the only creator, so the plan is
-taken from the worker itself (its required topics and :attr:`WorkerSettings.topic_configs`), not listed here.
+taken from the worker itself (``LoopwatchWorker.required_topics`` and ``topic_configs``), not listed here.
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ def worker_plan(partitions: int, partitions_var: str, storm_window: float) -> Pl
     }
 
 
-def script_plan(script: str) -> Plan:
+def script_plan(script: str, env: dict[str, str]) -> Plan:
     """The topics a shell script creates with ``kafka-topics.sh --create`` (in a ``for topic in ...`` loop or one
-    by one), with the configs it gives them there or with ``kafka-configs.sh --alter --add-config``."""
+    by one), with the configs it gives them there and with ``kafka-configs.sh --alter --add-config`` (which must
+    agree). ``$((NAME * N))`` is worked out with the script's ``env``, as the shell would."""
+
+    def arithmetic(match: re.Match[str]) -> str:
+        return str(int(env[match.group(1)]) * int(match.group(2)))
+
+    script = re.sub(r"\$\$?\(\((\w+) \* (\d+)\)\)", arithmetic, script)
     lines = [" ".join(line.split()) for line in script.replace("\\\n", " ").splitlines()]
     plan: Plan = {}
     looped: list[str] = []
@@ -58,7 +64,8 @@ def script_plan(script: str) -> Plan:
             name = _flag(line, "--entity-name")
             assert name in plan, f"{name} is configured before it is created"
             for key, value in re.findall(r"([\w.]+)=(\[[^\]]*\]|[^,]+)", _flag(line, "--add-config")):
-                plan[name][1][key] = value.strip("[]")  # kafka-configs.sh writes a list value in brackets
+                value = value.strip("[]")  # kafka-configs.sh writes a list value in brackets
+                assert plan[name][1].setdefault(key, value) == value, f"{name}: {key} created and altered apart"
     return plan
 
 
@@ -68,9 +75,18 @@ def _flag(line: str, flag: str) -> str:
     return match.group(1)
 
 
-def assert_creates_worker_topics(script: str, partitions: int, partitions_var: str, storm_window: float) -> None:
-    """The script creates exactly the worker's topics, each with the worker's partition count and configs."""
-    made, wanted = script_plan(script), worker_plan(partitions, partitions_var, storm_window)
+def assert_creates_worker_topics(
+    script: str, env: dict[str, str], partitions: int, partitions_var: str, storm_window: float
+) -> None:
+    """The script (run with ``env``) creates exactly the worker's topics, each with the worker's partition count
+    and configs."""
+    made, wanted = script_plan(script, env), worker_plan(partitions, partitions_var, storm_window)
     names = made.keys() | wanted.keys()
     differ = {name: (made.get(name), wanted.get(name)) for name in names if made.get(name) != wanted.get(name)}
     assert not differ, f"topic: (the script's, the worker's): {differ}"
+
+
+def assert_default_names(worker_env: dict[str, str]) -> None:
+    """The manifests keep the worker's default group and topic names, which the scripts' topic names are."""
+    renamed = sorted(name for name in worker_env if name == "LOOPWATCH_GROUP" or name.endswith("_TOPIC"))
+    assert not renamed, f"{renamed} rename the worker's topics: rename them in the topic scripts too"

@@ -45,7 +45,9 @@ def test_parse_refuses_offsets_and_partitions_kafka_cannot_hold(text: str) -> No
     assert reader.parse_bound(f"{2**31 - 1}:{2**63 - 1}") == reader.OffsetBound(per_partition={2**31 - 1: 2**63 - 1})
 
 
-@pytest.mark.parametrize("text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "0:1,0:2", "0:x", "-1", "2026-01-01T00:00:00", "1:2,", "yesterday", "²", "0:²"]
+)
 def test_parse_rejects_bad_bounds(text: str) -> None:
     with pytest.raises(reader.RangeError):
         reader.parse_bound(text)

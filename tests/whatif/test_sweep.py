@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from itertools import pairwise
 
 import pytest
@@ -113,3 +115,19 @@ def test_sweep_chart_x_ticks_are_evenly_spaced() -> None:
     )
     ticks = [int(t) for t in re.findall(r'text-anchor="middle">(\d+)</text>', svg)]
     assert ticks == [4, 8, 12, 16, 20]
+
+
+def test_a_huge_range_is_counted_before_it_is_built() -> None:
+    """``1..10**12`` built the whole tuple before the 200-value check (12 GB in 23 s, then the OOM killer).
+    Under a 1 GiB address-space limit, building it fails at once with MemoryError; counting first refuses it."""
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from streams.whatif.sweep import SweepError, parse_sweep\n"
+        "try:\n"
+        "    parse_sweep('warningThreshold=1..1000000000000')\n"
+        "except SweepError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, "1000000000000 values; at most 200 (use a step)\n"), done.stderr

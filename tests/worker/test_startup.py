@@ -7,6 +7,7 @@ import io
 import logging
 import logging.config
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -223,9 +224,13 @@ def test_a_broker_that_cannot_describe_configs_gets_the_warning_not_a_refusal(
     async def cannot(*_: object, **__: object) -> dict[str, dict[str, str] | None]:
         raise IncompatibleBrokerVersion("DescribeConfigsRequest")
 
+    async def one_broker(*_: object, **__: object) -> int:
+        return 1
+
     created: list[object] = []
     monkeypatch.setattr(streams.kafka.client, "partition_counts", counts)
     monkeypatch.setattr(streams.kafka.client, "describe_topic_configs", cannot)
+    monkeypatch.setattr(streams.kafka.client, "broker_count", one_broker)
     monkeypatch.setattr(streams.kafka.admin, "create_topics", lambda *a, **k: created.append(a))
     settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", events_topic="t.events", partitions=2)
     prepare_topics(settings, {"t.events": 2, "t.verdicts": 2}, {})
@@ -238,6 +243,10 @@ def _prepare(
     tmp: Path,
     existing: dict[str, int],
     configs: dict[str, dict[str, str] | None],
+    *,
+    brokers: int = 1,
+    replication: list[int] | None = None,
+    **settings_given: Any,
 ) -> list[tuple[dict[str, int], dict[str, dict[str, str]]]]:
     """Run prepare_topics against a broker that holds ``existing`` topics with ``configs``; what it created."""
     import streams.kafka.admin
@@ -251,15 +260,26 @@ def _prepare(
     async def describe(_: str, topics: list[str], **__: object) -> dict[str, dict[str, str] | None]:
         return {name: configs.get(name, {}) for name in topics}
 
+    async def count_brokers(*_: object, **__: object) -> int:
+        return brokers
+
     created: list[tuple[dict[str, int], dict[str, dict[str, str]]]] = []
+
+    def create(_: str, topics: dict[str, int], **kwargs: Any) -> None:
+        created.append((topics, kwargs["configs"]))
+        (replication if replication is not None else []).append(kwargs["replication"])
+
     monkeypatch.setattr(streams.kafka.client, "partition_counts", counts)
     monkeypatch.setattr(streams.kafka.client, "describe_topic_configs", describe)
-    monkeypatch.setattr(streams.kafka.admin, "create_topics", lambda _b, t, **k: created.append((t, k["configs"])))
+    monkeypatch.setattr(streams.kafka.client, "broker_count", count_brokers)
+    monkeypatch.setattr(streams.kafka.admin, "create_topics", create)
     from streams.config_file import LoadedConfig
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics
 
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", store="memory", group="g", partitions=2, data_dir=str(tmp))
+    settings = WorkerSettings(
+        bootstrap="127.0.0.1:1", store="memory", group="g", partitions=2, data_dir=str(tmp), **settings_given
+    )
     worker = LoopwatchWorker(settings, LoadedConfig.default(), WorkerMetrics(process=False))
     topics = {name: 2 for name in (settings.events_topic, settings.changelog_topic, settings.storm_changelog_topic,
                                    settings.dead_letter_topic, settings.verdicts_topic)}  # fmt: skip
@@ -282,14 +302,47 @@ def test_missing_changelogs_are_created_as_faust_would_and_the_events_topic_is_n
     assert set(configs) < set(topics) and "loopwatch.events" in topics
 
 
-def test_an_existing_changelog_that_is_not_compacted_is_a_warning(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("runs", "storms", "warned"),
+    [
+        ({}, {"cleanup.policy": "compact,delete"}, "changelog 'g-runs-changelog' has cleanup.policy=delete, not the "
+         "worker's configs: set cleanup.policy=compact (the deploy topic scripts do)"),
+        # compacted alone, the storm table's expired windows (a key each) would stay for ever
+        ({"cleanup.policy": "compact"}, {"cleanup.policy": "compact"}, "changelog 'g-storms-changelog' has "
+         "cleanup.policy=compact, not the worker's configs: set cleanup.policy=compact,delete (the deploy topic "
+         "scripts do)"),
+        # Kafka lists every config: a storm changelog made without the window's retention shows Kafka's default
+        ({"cleanup.policy": "compact", "retention.ms": "604800000"},
+         {"cleanup.policy": "delete,compact", "retention.ms": "604800000"}, "changelog 'g-storms-changelog' has "
+         "retention.ms=604800000, not the worker's configs: set retention.ms=600000 (the deploy topic scripts do)"),
+        ({"cleanup.policy": "compact"}, {"cleanup.policy": "compact, delete"}, None),
+    ],
+    ids=["runs-deleted", "storms-compacted-only", "storms-retention", "as-created"],
+)  # fmt: skip
+def test_an_existing_changelog_not_as_the_worker_creates_it_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    runs: dict[str, str],
+    storms: dict[str, str],
+    warned: str | None,
 ) -> None:
     existing = {"loopwatch.events": 2, "g-runs-changelog": 2, "g-storms-changelog": 2}
-    created = _prepare(monkeypatch, tmp_path, existing, {"g-storms-changelog": {"cleanup.policy": "compact,delete"}})
-    assert capsys.readouterr().err == (
-        "loopwatch worker: warning: changelog 'g-runs-changelog' is not compacted (cleanup.policy=delete): a "
-        "takeover restores every write it retains, and states older than its retention are lost; set "
-        "cleanup.policy=compact\n"
-    )
+    created = _prepare(monkeypatch, tmp_path, existing, {"g-runs-changelog": runs, "g-storms-changelog": storms})
+    assert capsys.readouterr().err == (f"loopwatch worker: warning: {warned}\n" if warned else "")
     assert [sorted(topics) for topics, _ in created] == [["loopwatch.dead-letter", "loopwatch.verdicts"]]
+
+
+@pytest.mark.parametrize(
+    ("brokers", "setting", "replicas"), [(1, None, 1), (2, None, 2), (5, None, 3), (5, 5, 5), (1, 2, 2)]
+)
+def test_topics_the_worker_creates_are_replicated_as_the_cluster_allows(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, brokers: int, setting: int | None, replicas: int
+) -> None:
+    """Faust's default is one replica, which a production cluster kept for good: a topic the worker made before
+    the topic scripts ran lost its data with its one broker. 3, or every broker of a smaller cluster; the
+    setting wins (a broker refuses more replicas than it has brokers, in one line)."""
+    given = {} if setting is None else {"replication_factor": setting}
+    replication: list[int] = []
+    _prepare(monkeypatch, tmp_path, {}, {}, brokers=brokers, replication=replication, **given)
+    assert replication == [replicas]
