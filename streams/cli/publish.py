@@ -26,7 +26,14 @@ from streams.cli._args import (
 )
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError, StdoutError
-from streams.kafka.client import kafka_failure, partition_counts, preflight, scope_key_from_raw, started
+from streams.kafka.client import (
+    broker_count,
+    kafka_failure,
+    partition_counts,
+    preflight,
+    scope_key_from_raw,
+    started,
+)
 from streams.kafka.security import (
     PLAINTEXT,
     KafkaSecurity,
@@ -41,6 +48,7 @@ from streams.worker.settings import (
     SettingsError,
     env_int,
     environ,
+    replication_for,
 )
 
 _HELP = "see 'loopwatch publish --help'"
@@ -116,7 +124,8 @@ async def send_all(
     from streams.kafka.admin import ensure_topics
 
     if topic not in await partition_counts(bootstrap, security=security):
-        await ensure_topics(bootstrap, {topic: partitions}, security=security)
+        replication = replication_for(await broker_count(bootstrap, security=security), None)  # as the worker's
+        await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
     producer = AIOKafkaProducer(
         **security.aiokafka_kwargs(),
         bootstrap_servers=bootstrap,

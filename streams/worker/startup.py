@@ -24,7 +24,7 @@ from typing import IO, Any, Final
 
 from streams.errors import EXIT_UNAVAILABLE, CommandError, mkdir_reason, warn
 from streams.worker.local_state import StaleStore
-from streams.worker.settings import WorkerSettings, replication_for
+from streams.worker.settings import DEFAULT_REPLICATION, WorkerSettings, replication_for
 
 LOCK_FILE = "loopwatch-worker.lock"
 _OWN = {
@@ -329,6 +329,9 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
         wanted = {name: config for name, config in configs.items() if name in missing}
         brokers = asyncio.run(broker_count(settings.bootstrap, security=settings.security))
         replication = replication_for(brokers, settings.replication_factor)
+        if replication < DEFAULT_REPLICATION and settings.replication_factor is None and not settings.embedded:
+            warn("worker", f"creating {', '.join(sorted(missing))} with {replication} replicas: the cluster lists "
+                           f"{brokers} brokers up (--replication-factor sets it)")  # fmt: skip
         create_topics(settings.bootstrap, missing, replication=replication, configs=wanted, security=settings.security)
 
 
@@ -365,9 +368,14 @@ def check_changelog(topic: str, have: dict[str, str] | None, want: dict[str, str
     )
     if differ:
         found = ", ".join(f"{key}={value}" for key, value in differ.items())
-        fix = " and ".join(f"{key}={want.get(key, 'delete')}" for key in differ)
+        fix = " and ".join(f"{key}={_config_value(want.get(key, 'delete'))}" for key in differ)
         warn("worker", f"changelog {topic!r} has {found}, not the worker's configs: set {fix} (the deploy topic "
                        "scripts do)")  # fmt: skip
+
+
+def _config_value(value: str) -> str:
+    """A config value as ``kafka-configs --add-config`` takes it: a list in brackets."""
+    return f"[{value}]" if "," in value else value
 
 
 def discard_stale_state(settings: WorkerSettings, tabledir: Path, changelogs: dict[str, str]) -> list[StaleStore]:

@@ -8,6 +8,7 @@ output that cannot be written (2), as ``> /dev/full`` is; a command that writes 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,20 @@ def test_a_closed_stderr_keeps_the_status_and_out_of_stdout(home: Path) -> None:
     ran = closed(home, "2>&-", "replay", "--events", "w.jsonl")
     assert ran.code == lw(home, "replay", "--events", "w.jsonl").code
     assert ran.out == lw(home, "replay", "--events", "w.jsonl").out
+
+
+def test_a_stdout_the_caller_replaced_is_not_the_shell_s_closed_one(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """publish refuses a stdout the shell closed before it sends anything. A process started without fd 1 whose
+    caller put its own stream in ``sys.stdout`` writes there, so publish goes on (here to a broker that is not
+    listening: status 3, not 2). Deciding by ``sys.__stdout__`` refused it."""
+    import io
+
+    from streams.cli import main
+
+    monkeypatch.chdir(home)
+    monkeypatch.setattr(sys, "__stdout__", None)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert main(["publish", "w.jsonl", "--bootstrap", "127.0.0.1:1"]) == 3
+    assert "cannot connect to Kafka" in capsys.readouterr().err

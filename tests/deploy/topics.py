@@ -80,6 +80,7 @@ def assert_creates_worker_topics(
 ) -> None:
     """The script (run with ``env``) creates exactly the worker's topics, each with the worker's partition count
     and configs."""
+    assert_window_checked(script)
     made, wanted = script_plan(script, env), worker_plan(partitions, partitions_var, storm_window)
     names = made.keys() | wanted.keys()
     differ = {name: (made.get(name), wanted.get(name)) for name in names if made.get(name) != wanted.get(name)}
@@ -90,3 +91,15 @@ def assert_default_names(worker_env: dict[str, str]) -> None:
     """The manifests keep the worker's default group and topic names, which the scripts' topic names are."""
     renamed = sorted(name for name in worker_env if name == "LOOPWATCH_GROUP" or name.endswith("_TOPIC"))
     assert not renamed, f"{renamed} rename the worker's topics: rename them in the topic scripts too"
+
+
+def assert_window_checked(script: str) -> None:
+    """The script's first line refuses a storm window bash arithmetic would misread (``0300`` is octal, ``300.0``
+    an error half-way through), as bash runs it."""
+    import subprocess
+
+    guard = script.replace("$$", "$").splitlines()[1]  # after its comment
+    assert "STORM_WINDOW" in guard, guard
+    for window, code in (("300", 0), ("7", 0), ("0300", 2), ("300.0", 2), ("3e2", 2), ("", 2)):
+        done = subprocess.run(["bash", "-c", guard], env={"STORM_WINDOW": window}, capture_output=True, check=False)
+        assert done.returncode == code, (window, done.stderr)

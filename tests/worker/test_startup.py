@@ -277,6 +277,7 @@ def _prepare(
     from streams.worker.app import LoopwatchWorker
     from streams.worker.metrics import WorkerMetrics
 
+    settings_given.setdefault("embedded", True)  # one broker: one replica, as expected there
     settings = WorkerSettings(
         bootstrap="127.0.0.1:1", store="memory", group="g", partitions=2, data_dir=str(tmp), **settings_given
     )
@@ -309,7 +310,7 @@ def test_missing_changelogs_are_created_as_faust_would_and_the_events_topic_is_n
          "worker's configs: set cleanup.policy=compact (the deploy topic scripts do)"),
         # compacted alone, the storm table's expired windows (a key each) would stay for ever
         ({"cleanup.policy": "compact"}, {"cleanup.policy": "compact"}, "changelog 'g-storms-changelog' has "
-         "cleanup.policy=compact, not the worker's configs: set cleanup.policy=compact,delete (the deploy topic "
+         "cleanup.policy=compact, not the worker's configs: set cleanup.policy=[compact,delete] (the deploy topic "
          "scripts do)"),
         # Kafka lists every config: a storm changelog made without the window's retention shows Kafka's default
         ({"cleanup.policy": "compact", "retention.ms": "604800000"},
@@ -346,3 +347,19 @@ def test_topics_the_worker_creates_are_replicated_as_the_cluster_allows(
     replication: list[int] = []
     _prepare(monkeypatch, tmp_path, {}, {}, brokers=brokers, replication=replication, **given)
     assert replication == [replicas]
+
+
+def test_fewer_replicas_than_three_off_the_embedded_broker_are_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The cluster's metadata lists the brokers that are up: a worker that creates its topics while one of three
+    is down makes them with two replicas for good, so it says so (not on the embedded broker, nor when set)."""
+    replication: list[int] = []
+    _prepare(monkeypatch, tmp_path, {"loopwatch.events": 2}, {}, brokers=2, replication=replication, embedded=False)
+    assert replication == [2]
+    assert capsys.readouterr().err == (
+        "loopwatch worker: warning: creating g-runs-changelog, g-storms-changelog, loopwatch.dead-letter, "
+        "loopwatch.verdicts with 2 replicas: the cluster lists 2 brokers up (--replication-factor sets it)\n"
+    )
+    _prepare(monkeypatch, tmp_path, {}, {}, brokers=2, embedded=False, replication_factor=2)
+    assert capsys.readouterr().err == ""
