@@ -277,8 +277,8 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
 
     Checked first, so that a mismatch creates nothing: the events topic and the changelog must both have
     ``--partitions`` partitions (co-partitioning). Output topics with another count only get a warning, and so
-    does an existing changelog that is not compacted. Missing topics are created with their ``configs``
-    (``LoopwatchWorker.topic_configs``).
+    does an existing changelog whose configs differ from ``configs`` (``LoopwatchWorker.topic_configs``), which
+    missing topics are created with.
     """
     import asyncio
 
@@ -294,9 +294,8 @@ def prepare_topics(settings: WorkerSettings, topics: dict[str, int], configs: di
         )
     except Exception:  # a broker without DescribeConfigs, or an answer aiokafka cannot read: checked by nobody
         described = {}
-    policies = {name: None if c is None else c.get("cleanup.policy") or "delete" for name, c in described.items()}
     for name in streamed:
-        check_not_compacted(name, policies.get(name))
+        check_not_compacted(name, _policy(described.get(name)))
     for name in changelogs:
         check_changelog(name, described.get(name), configs.get(name, {}))
     strict = {
@@ -343,7 +342,7 @@ def check_not_compacted(topic: str, policy: str | None) -> None:
     without end."""
     if policy is None:
         warn("worker", f"could not read the cleanup.policy of topic {topic!r}; it must not be compact")
-    elif "compact" in (part.strip() for part in policy.split(",")):
+    elif "compact" in _flags(policy):
         raise CommandError(
             f"topic is compacted (cleanup.policy={policy})",
             topic,
@@ -357,11 +356,11 @@ def check_changelog(topic: str, have: dict[str, str] | None, want: dict[str, str
     quiet for longer than its retention; a storm changelog that is compacted but not deleted keeps every
     expired window for ever. Nothing is said where the broker would not describe the topic, nor of a config it
     does not list (Tansu lists only what was set)."""
-    if have is None:
+    policy = _policy(have)
+    if have is None or policy is None:
         return
     differ: dict[str, str] = {}
-    policy = have.get("cleanup.policy") or "delete"
-    if set(policy.replace(" ", "").split(",")) != set(want.get("cleanup.policy", "delete").split(",")):
+    if _flags(policy) != _flags(want.get("cleanup.policy", "delete")):
         differ["cleanup.policy"] = policy
     differ.update(
         {key: have[key] for key, value in want.items() if key != "cleanup.policy" and have.get(key, value) != value}
@@ -371,6 +370,17 @@ def check_changelog(topic: str, have: dict[str, str] | None, want: dict[str, str
         fix = " and ".join(f"{key}={_config_value(want.get(key, 'delete'))}" for key in differ)
         warn("worker", f"changelog {topic!r} has {found}, not the worker's configs: set {fix} (the deploy topic "
                        "scripts do)")  # fmt: skip
+
+
+def _policy(config: dict[str, str] | None) -> str | None:
+    """A described topic's ``cleanup.policy``: Kafka's default ``delete`` where the broker lists none (Tansu lists
+    only what was set), None where it would not describe the topic."""
+    return None if config is None else config.get("cleanup.policy") or "delete"
+
+
+def _flags(policy: str) -> set[str]:
+    """The flags of a ``cleanup.policy`` (``"compact, delete"``: compact and delete)."""
+    return {part.strip() for part in policy.split(",") if part.strip()}
 
 
 def _config_value(value: str) -> str:
