@@ -149,18 +149,38 @@ class RepeatLimiter(logging.Filter):
 STALE_SEEK: Final = "exception performing seek when flow not active IllegalStateError"
 
 
+#: aiokafka's two errors when a stopping member's LeaveGroup gets no answer (a Ctrl-C while the group forms):
+#: the first only repeats the second, which :class:`ToldByTheWorker` says in the worker's words.
+LEAVE_SEND_FAILED: Final = "Error sending LeaveGroupRequest"
+LEAVE_FAILED: Final = "LeaveGroup request failed: "
+LEAVE_FAILED_SAID: Final = (
+    "leaving the group: the broker did not confirm it (%s); the other members take over this worker's "
+    "partitions after its session timeout instead of at once. Nothing is lost: what it did not commit is "
+    "delivered again"
+)
+
+
 class ToldByTheWorker(logging.Filter):
     """Holds back library records that would only mislead: a failure the worker reports in its own line
     (Faust's crash on a changelog that ends before the local store, ``ConsistencyError``, told as the cluster
-    having lost the worker's topics, exit status 3, whose traceback would come before that line), and Faust's
-    warning on every rebalance about a seek of revoked partitions (:data:`STALE_SEEK`)."""
+    having lost the worker's topics, exit status 3, whose traceback would come before that line), Faust's
+    warning on every rebalance about a seek of revoked partitions (:data:`STALE_SEEK`), and aiokafka's two
+    timestamped errors for a best-effort leave the broker did not answer, said once as a warning instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None and type(exc).__name__ == "ConsistencyError":
             return False
+        message = record.getMessage()
+        if record.name.startswith("aiokafka.") and record.levelno == logging.ERROR:
+            if message.startswith(LEAVE_SEND_FAILED):
+                return False
+            if message.startswith(LEAVE_FAILED):
+                record.msg, record.args = LEAVE_FAILED_SAID, (message[len(LEAVE_FAILED) :],)
+                record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+                return True
         # mode's service loggers put the service's label before the message: "[^--ShortWaitConsumer]: ..."
-        return not (record.levelno == logging.WARNING and STALE_SEEK in record.getMessage())
+        return not (record.levelno == logging.WARNING and STALE_SEEK in message)
 
 
 _REPEATS_REMEMBERED = 1000  # distinct library messages remembered before the limiter starts over

@@ -125,6 +125,34 @@ def test_the_stale_seek_warning_of_a_rebalance_is_held_back_and_other_seek_failu
     ], shown
 
 
+def test_a_leave_the_broker_did_not_answer_is_one_warning_in_the_workers_words() -> None:
+    """Logged as aiokafka logs a stopping member's failed LeaveGroup (its group coordinator's two errors): one
+    warning line that says what it means remains; the coordinator's other errors stay as they are."""
+    from aiokafka.errors import RequestTimedOutError
+
+    from streams.worker.startup import ToldByTheWorker
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.addFilter(ToldByTheWorker())
+    logger = logging.getLogger("aiokafka.consumer.group_coordinator")
+    logger.addHandler(handler)
+    try:
+        err = RequestTimedOutError()
+        logger.error("Error sending %s to node %s [%s] -- marking coordinator dead", "LeaveGroupRequest", 0, err)
+        logger.error("LeaveGroup request failed: %s", err)
+        logger.error("Error sending %s to node %s [%s] -- marking coordinator dead", "HeartbeatRequest", 0, err)
+    finally:
+        logger.removeHandler(handler)
+    shown = stream.getvalue().splitlines()
+    assert len(shown) == 2, shown
+    said = "WARNING leaving the group: the broker did not confirm it ([Error 7] RequestTimedOutError)"
+    assert shown[0].startswith(said), shown
+    assert "session timeout" in shown[0] and "Nothing is lost" in shown[0]
+    assert shown[1].startswith("ERROR Error sending HeartbeatRequest "), shown
+
+
 def test_stale_stores_are_the_databases_not_below_their_changelog_end(tmp_path: Path) -> None:
     """At or past the end: written elsewhere. Below it: recovery resumes there. No offset: nothing to judge."""
     from streams.worker.local_state import stale_stores
