@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -220,6 +221,28 @@ def refuse_together(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]
     given = [option for option, attribute in flags if _given(args, attribute)]
     if len(given) > 1:
         raise CommandError(f"{' and '.join(given)} given together", hint=f"{why}; see 'loopwatch {command} --help'")
+
+
+def refuse_overwriting_inputs(
+    output: Path | None, flag: str, inputs: tuple[tuple[str, object], ...], command: str
+) -> None:
+    """Refuse an output file that is one of the command's input files (``inputs``: (flag, path or None) pairs):
+    the report would replace the events or the config it was made from, and nothing could bring them back."""
+    if output is None or str(output) == "-":
+        return
+    for input_flag, value in inputs:
+        if value is None or str(value) == "-":
+            continue
+        try:
+            same = os.path.samefile(output, str(value))
+        except OSError:  # either is missing: nothing to overwrite, or the command names the missing input
+            continue
+        if same:
+            raise CommandError(
+                f"{flag} names the file given to {input_flag}: writing it would destroy that input",
+                str(output),
+                f"write the report to another file; see 'loopwatch {command} --help'",
+            )
 
 
 class Once(argparse.Action):

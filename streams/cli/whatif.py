@@ -24,6 +24,7 @@ from streams.cli._args import (
     non_negative_int,
     open_events,
     positive_int,
+    refuse_overwriting_inputs,
     refuse_topic_only,
     refuse_without,
     topic_name,
@@ -115,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
+    inputs = (("--events", args.events), ("--config", args.config), ("--candidate", args.candidate))
+    refuse_overwriting_inputs(args.html, "--html", (*inputs, ("--profiles", args.profiles)), "whatif")
     if args.limit is not None and args.format == "json":
         return _error("--limit does nothing with --format json", hint="the JSON lists every changed run; leave it out")
     if args.limit is not None and args.candidate is None and args.candidate_profile is None:

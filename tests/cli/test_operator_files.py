@@ -143,3 +143,33 @@ def test_an_output_file_that_cannot_be_written_says_why(empty: Path, argv: list[
         assert (result.code, result.err) == (2, f"loopwatch {command}: cannot write {what} ({path}): {reason}\n")
     assert sorted(p.name for p in empty.iterdir()) == ["events.jsonl", "f", "on.json5", "reports"]
     assert list((empty / "reports").iterdir()) == []
+
+
+def test_a_report_over_one_of_its_own_inputs_is_refused_and_the_input_kept(empty: Path) -> None:
+    """``whatif --html`` over the events (or a config) it reads replaced them with HTML, status 0: the recorded
+    events were gone. Any spelling of the same file is refused, before anything is read or written."""
+    (empty / "on.json5").write_text(CONFIG, encoding="utf-8")
+    (empty / "cur.json5").write_text("{}", encoding="utf-8")
+    (empty / "profiles.json5").write_text("{}", encoding="utf-8")
+    (empty / "sub").mkdir()
+    events = "\n".join(json.dumps(e) for e in repeated_reads("own", 12)) + "\n"
+    (empty / "events.jsonl").write_text(events, encoding="utf-8")
+    base = ["whatif", "--events", "events.jsonl", "--config", "cur.json5", "--candidate", "on.json5"]
+    for html, flag in (
+        ("events.jsonl", "--events"),
+        ("sub/../events.jsonl", "--events"),
+        (str(empty / "cur.json5"), "--config"),
+        ("on.json5", "--candidate"),
+        ("profiles.json5", "--profiles"),
+    ):
+        result = lw(empty, *base, "--profiles", "profiles.json5", "--html", html)
+        assert (result.code, result.out) == (2, ""), result
+        assert result.err == (
+            f"loopwatch whatif: --html names the file given to {flag}: writing it would destroy that input ({html}): "
+            "write the report to another file; see 'loopwatch whatif --help'\n"
+        )
+    assert (empty / "events.jsonl").read_text(encoding="utf-8") == events
+    assert (empty / "on.json5").read_text(encoding="utf-8") == CONFIG
+    assert [(empty / n).read_text(encoding="utf-8") for n in ("cur.json5", "profiles.json5")] == ["{}", "{}"]
+    assert lw(empty, *base, "--html", "report.html").code == 0  # another file: written
+    assert (empty / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
