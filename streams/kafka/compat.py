@@ -271,7 +271,7 @@ async def checked_end_offsets(
     merged = merge_end_offsets(listed, fetched)
     corrected = {tp: (listed[tp], merged[tp]) for tp in listed if merged[tp] != listed[tp]}
     if corrected:
-        log.info(
+        log.debug(
             "end offsets corrected by Fetch high watermark (ListOffsets -> HW): %s",
             ", ".join(f"{tp[0]}[{tp[1]}] {a}->{b}" for tp, (a, b) in sorted(corrected.items())),
         )
@@ -343,7 +343,7 @@ def _leave_group_even_for_generation_zero(consumer: AIOKafkaConsumer) -> bool:
     async def maybe_leave_group() -> None:
         static = getattr(coordinator, "_group_instance_id", None) is not None  # a static member never leaves
         if coordinator.generation == 0 and getattr(coordinator, "member_id", "") and not static:
-            log.info("leaving group %s (generation 0, member %s)", coordinator.group_id, coordinator.member_id)
+            log.debug("leaving group %s (generation 0, member %s)", coordinator.group_id, coordinator.member_id)
             coordinator.generation = 1
         await leave()
 
