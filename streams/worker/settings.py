@@ -165,6 +165,12 @@ class WorkerSettings:
             raise SettingsError("must be between 0 and 8", "standby_replicas")
         if not 0 <= self.kafka_wait <= 3600:
             raise SettingsError("must be between 0 and 3600 seconds", "kafka_wait")
+        if not self.metrics_host.strip():  # bound as every interface by the port check, then refused by the server
+            raise SettingsError(
+                "must not be empty",
+                "metrics_host",
+                hint="the address the metrics server binds: 127.0.0.1 (the default), or 0.0.0.0 for every interface",
+            )
         self._check_ports_apart()
         self._check_topics()
 

@@ -81,6 +81,19 @@ def test_an_empty_group_is_one_line_naming_the_flag(empty: Path) -> None:
     )
 
 
+def test_an_empty_metrics_host_is_refused_before_kafka_as_other_bad_hosts_are(empty: Path) -> None:
+    """It passed the port check (an empty host binds every interface), reached Kafka, and then failed with the
+    resolver's words and status 3."""
+    hint = "the address the metrics server binds: 127.0.0.1 (the default), or 0.0.0.0 for every interface"
+    for value in ("", "  "):
+        refused(worker(empty, "--metrics-host", value), empty, f"must not be empty (--metrics-host): {hint}")
+    refused(
+        worker(empty, env={"LOOPWATCH_METRICS_HOST": " "}),
+        empty,
+        f"LOOPWATCH_METRICS_HOST=' ' must not be empty (--metrics-host): {hint}",
+    )
+
+
 @pytest.mark.parametrize(
     ("flag", "name", "what"),
     [
