@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import select
 import sys
 import time
 from collections import OrderedDict
@@ -173,6 +175,18 @@ class Lifeline:
         self._next = now + 1.0
 
 
+def reader_gone(out: IO[str]) -> bool:
+    """Whether ``out`` is a pipe whose reader has exited (``loopwatch tail | head -1`` once head has its line): poll
+    reports an error on such a pipe. Noticed only at the next write, a quiet topic kept tail waiting for ever."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
 async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity = PLAINTEXT) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -219,6 +233,8 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
             if records:
                 lifeline.alive()
             else:
+                if reader_gone(out):
+                    raise StdoutGone(errno.EPIPE, "the reader of standard output is gone")
                 await lifeline.check()
             for message in records:
                 try:

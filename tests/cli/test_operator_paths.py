@@ -212,6 +212,22 @@ def test_tail_whose_reader_goes_away_ends_with_141(empty: Path, bootstrap: str) 
 
 
 @pytest.mark.integration
+def test_tail_on_a_quiet_topic_whose_reader_goes_away_ends_with_141_at_once(empty: Path, bootstrap: str) -> None:
+    """``tail | head -1`` where no record follows the first: it noticed the closed pipe only at its next write, so
+    it waited for ever (README: 141 once the reader is gone)."""
+    topic = "quiet.verdicts"
+    assert lw(empty, "simulate", "--duration", "1", "--out", "one.jsonl").code == 0
+    first = (empty / "one.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    (empty / "one.jsonl").write_text(first + "\n", encoding="utf-8")
+    sent = lw(empty, "publish", "one.jsonl", "--bootstrap", bootstrap, "--topic", topic, "--partitions", "1")
+    assert sent.code == 0, sent.err
+    started = time.monotonic()
+    args = ["tail", "--bootstrap", bootstrap, "--topic", topic, "--from-beginning", "--json"]
+    assert reader_goes_away(empty, args) == (141, "")
+    assert time.monotonic() - started < 30  # the wait is bounded by reader_goes_away's 60 s
+
+
+@pytest.mark.integration
 def test_tail_stopped_with_sigterm_ends_with_0(empty: Path, bootstrap: str) -> None:
     """Was 143 and nothing said; README: a follow command stopped with Ctrl-C or SIGTERM ends with 0."""
     log = empty / "tail.log"
