@@ -72,6 +72,7 @@ SURFACES: dict[str, set[str]] = {
         "read_records",
     },
     "streams.cli": {"StdoutFailed", "StdoutGone", "build_parser", "main"},
+    "streams.console": {"main"},
     "streams.devbroker": {
         "BrokerError",
         "BrokerFileError",

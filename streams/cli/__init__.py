@@ -22,7 +22,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from streams.cli._args import STDOUT_CLOSED, note_stdout_closed, refuse_empty_paths
-from streams.cli._signals import sigterm_raises
+from streams.cli._signals import restored, sigterm_raises
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, StdoutError, exit_code_table, report
 
 if TYPE_CHECKING:
@@ -355,6 +355,11 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
     with 141 (as a shell reports a filter stopped by SIGPIPE, so ``set -o pipefail`` scripts see it), any other
     write error (a full disk) is one line and status 2, as for an output file given with ``--out``/``--html``.
     """
+    with restored():
+        return _main(argv, record_source)
+
+
+def _main(argv: Sequence[str] | None, record_source: RecordSource | None) -> int:
     _open_stderr()
     guard = _guard_stdout()
     command = ""
@@ -377,6 +382,9 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
         return EXIT_BROKEN_PIPE
     except StdoutFailed as exc:
         return _stdout_failure(command, exc, guard)
+    except KeyboardInterrupt:  # while the parser is built (its imports take a while), or as the command returns
+        print(f"loopwatch{f' {command}' if command else ''}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         _unguard_stdout(guard)
 

@@ -1,7 +1,7 @@
-"""``python -m streams.cli``: the same as the ``loopwatch`` console script."""
+"""``python -m streams.cli``: the same as the ``loopwatch`` console script (:mod:`streams.console`)."""
 
 import sys
 
-from streams.cli import main
+from streams.console import main
 
 sys.exit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -55,3 +56,30 @@ def sigterm_raises(exc: type[BaseException]) -> Iterator[None]:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_SETTLED = (signal.SIGINT, signal.SIGTERM)
+
+
+def settle() -> None:
+    """The command's effect is complete (a publish's records are confirmed): a Ctrl-C or SIGTERM from here changes
+    nothing, so both are ignored until :func:`restored` puts the handlers back. A publish interrupted just after
+    its summary ended with 130 or a traceback, and looked undone."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in _SETTLED:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def restored() -> Iterator[None]:
+    """Put back the handlers :func:`settle` replaced, for a caller that runs a command in-process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = [(signum, signal.getsignal(signum)) for signum in _SETTLED]
+    try:
+        yield
+    finally:
+        for signum, handler in saved:
+            if handler is not None:
+                signal.signal(signum, handler)

@@ -24,6 +24,7 @@ from streams.cli._args import (
     require_stdout,
     topic_name,
 )
+from streams.cli._signals import settle
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError, StdoutError
 from streams.kafka.client import (
@@ -171,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
         raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
+    settle()  # every record is confirmed: a Ctrl-C now would only make the summary below a lie
     summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
     summary += f"; refused {plural(refused, 'invalid line')}" if refused else ""
     try:

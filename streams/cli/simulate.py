@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from streams.cli._args import any_int, bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
+from streams.cli._signals import settle
 from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
     PLAINTEXT,
@@ -178,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             )
         except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
             raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
+        settle()  # every record is confirmed, as publish's
         elapsed = time.monotonic() - started
         print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
         return 0

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import time
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 
@@ -52,3 +55,51 @@ def test_a_signal_stops_a_realtime_simulate_with_one_line_and_130(
     finally:
         code = stop_process(proc, 30, sig=sig)
     assert (code, log.read_text(encoding="utf-8")) == (130, "loopwatch simulate: interrupted\n")
+
+
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(empty: Path) -> None:
+    """Its imports take about half a second: a Ctrl-C then printed a ``KeyboardInterrupt`` traceback. The signal
+    is sent once the interpreter reports (``-X importtime``) one of the command line's first modules imported, so
+    it lands among the imports on any machine, not before the interpreter handles it."""
+    env = {**clean_env(), "PYTHONPROFILEIMPORTTIME": "1"}
+    for command in (["worker"], ["simulate"], ["broker"], ["--help"]):
+        proc = subprocess.Popen([LOOPWATCH, *command], cwd=empty, env=env, stdout=PIPE, stderr=PIPE)
+        try:
+            assert proc.stderr is not None
+            seen = b""
+            deadline = time.monotonic() + 30
+            while b"streams.errors" not in seen and time.monotonic() < deadline:  # imported by streams.cli
+                seen += proc.stderr.readline()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            stop_process(proc, 5)
+        said = [line for line in (seen + err).decode().splitlines() if not line.startswith("import time:")]
+        assert (proc.returncode, out, said) == (130, b"", ["loopwatch: interrupted"]), command
+
+
+@pytest.mark.integration
+def test_ctrl_c_once_publish_said_what_it_sent_leaves_its_status_0(broker: EmbeddedBroker, empty: Path) -> None:
+    """A Ctrl-C in the moment between the summary and the exit ended with 130 (the process killed by the signal
+    during the interpreter's exit) or with a traceback from an exit hook: a publish that had finished looked
+    undone."""
+    (empty / "e.jsonl").write_bytes(b"".join(_events(40)))
+    for attempt in range(4):
+        argv = ["publish", "e.jsonl", "--bootstrap", broker.bootstrap, "--topic", f"done-{attempt}"]
+        proc = subprocess.Popen([LOOPWATCH, *argv], cwd=empty, env=clean_env(), stdout=PIPE, stderr=PIPE)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()
+            proc.send_signal(signal.SIGINT)
+            proc.wait(30)
+            err = proc.stderr.read()
+        finally:
+            stop_process(proc, 5)
+        assert line == f"sent 40 events to done-{attempt}\n".encode()
+        assert (proc.returncode, err) == (0, b""), (attempt, err)
+
+
+def _events(count: int) -> list[bytes]:
+    from streams.simulate import simulate
+
+    return [value + b"\n" for _, value in simulate(gateways=2, rate=50, duration=60, seed=3)][:count]
