@@ -23,7 +23,11 @@ EXIT_BROKEN_PIPE: Final = 141
 
 #: Every exit status a ``loopwatch`` command uses, with its meaning (``loopwatch --help`` and the README show it).
 EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
-    (EXIT_OK, "success (a follow command stopped with Ctrl-C or SIGTERM also ends with 0)"),
+    (
+        EXIT_OK,
+        "success (tail, the broker and a started worker stopped with Ctrl-C or SIGTERM also end with 0; so does a "
+        "worker stopped with SIGTERM while it waits for Kafka)",
+    ),
     (
         EXIT_FINDINGS,
         "the command ran and found something: config values adjusted, verdicts differ, a run not found, "
@@ -41,7 +45,11 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
         "worker",
     ),
     (EXIT_FATAL, "the worker stopped itself after an unrecoverable processing or delivery error"),
-    (EXIT_INTERRUPTED, "interrupted by Ctrl-C or SIGTERM before the command could finish"),
+    (
+        EXIT_INTERRUPTED,
+        "interrupted by Ctrl-C or SIGTERM before the command could finish (a worker: by Ctrl-C before it started, "
+        "while it checks or waits for Kafka)",
+    ),
     (EXIT_BROKEN_PIPE, "the reader of stdout went away (loopwatch replay ... | head)"),
 )
 
