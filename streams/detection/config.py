@@ -97,9 +97,12 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
     raw_id = entry.get("id")
     path = f"agents.list[{index}].id"
     if isinstance(raw_id, str):
+        normalized = normalize_agent_id(raw_id)
         if not js_trim(raw_id):
             warnings.append(ConfigWarning(path, BLANK_ID, None))
-        return normalize_agent_id(raw_id)
+        elif normalized == DEFAULT_AGENT_ID and js_trim(raw_id).lower() != DEFAULT_AGENT_ID:
+            warnings.append(ConfigWarning(path, NOTHING_KEPT_ID, DEFAULT_AGENT_ID))
+        return normalized
     if has_loop_block(entry):
         warnings.append(ConfigWarning(path, MISSING_ID, None))
     return None
@@ -107,6 +110,10 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
 
 #: Read in both lines' agent-id rule: a blank id normalises to the default agent.
 BLANK_ID: Final = "blank: OpenClaw reads this entry as agent 'main' (a blank id normalises to main)"
+NOTHING_KEPT_ID: Final = (
+    "OpenClaw keeps none of its characters (letters a-z, digits, '_' and '-'), so it reads this entry as agent "
+    "'main': its settings apply to the default agent"
+)
 MISSING_ID: Final = (
     "missing or not a string (OpenClaw's config schema requires a string id); this entry's tools.loopDetection is "
     "ignored"

@@ -405,3 +405,30 @@ def test_a_history_too_long_to_store_fails_the_gate_where_it_is_set(empty: Path)
     result = lw(empty, "config", "check", write(empty, "d.json5", "{tools: {loopDetection: {historySize: 16000}}}"))
     assert result.code == 1
     assert result.err == f"warning: tools.loopDetection.historySize: {tail.replace('20000', '16000')}\n"
+
+
+@pytest.mark.parametrize("profile", ["openclaw-2026.7", "openclaw-2026.9"])
+def test_an_id_openclaw_keeps_nothing_of_is_named_as_agent_main(empty: Path, profile: str) -> None:
+    """Ids like "日本語" or "☃" normalise to the default agent, as a blank id does: the entry's settings then switched
+    detection on for ``main`` with exit 0 and no word under 2026.7 (2026.9 named it already: such a list is not
+    converted). Ids that keep something ("My Agent", "MAIN") stay quiet."""
+    said = (
+        "agents.list[{}].id: OpenClaw keeps none of its characters (letters a-z, digits, '_' and '-'), so it reads "
+        "this entry as agent 'main': its settings apply to the default agent (using main)"
+    )
+    if profile == "openclaw-2026.9":  # each with its own reason, all naming where the entry lands
+        said = "agents.list[{}].id: id {} "
+    for ident in ("日本語", " ☃ ", "--"):
+        entry = {"id": ident, "tools": {"loopDetection": {"enabled": True}}}
+        name = write(empty, "c.json", json.dumps({"agents": {"list": [entry]}}))
+        result = lw(empty, "config", "check", name, "--profile", profile)
+        assert result.code == 1, (ident, result)
+        assert said.format(0, json.dumps(ident, ensure_ascii=False)) in result.err, (ident, result.err)
+        assert profile == "openclaw-2026.7" or "agents.entries.main)" in result.err, result.err
+        assert any(line.startswith("main ") for line in result.out.splitlines()), result.out
+    for ident, shown in (("My Agent", "my-agent"), ("MAIN", "main")):
+        entry = {"id": ident, "tools": {"loopDetection": {"enabled": True}}}
+        name = write(empty, "c.json", json.dumps({"agents": {"list": [entry]}}))
+        result = lw(empty, "config", "check", name, "--profile", profile)
+        assert "keeps none" not in result.err, (ident, result.err)
+        assert any(line.startswith(f"{shown} ") for line in result.out.splitlines()), result.out
