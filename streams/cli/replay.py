@@ -356,14 +356,20 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         raise CommandError(str(exc), hint=_HELP) from None
     records: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
     records.check()
-    if args.compare_verdicts:  # a wrong name fails now, not after reading the whole events range
-        nothing = reader.OffsetBound(default=0)
+    # A wrong name fails now, not after reading (and reporting the bad records of) the whole events range.
+    nothing = reader.OffsetBound(default=0)
+    if args.compare_verdicts:
         try:
             asyncio.run(records.read(_verdicts_topic(args), nothing, nothing))
         except Exception as exc:
             raise reader.read_failure(
                 exc, f"cannot read topic {_verdicts_topic(args)}", args.bootstrap, security, "--verdicts-topic"
             ) from None
+    if args.with_state:
+        try:
+            asyncio.run(records.read(_state_topic(args), nothing, nothing))
+        except Exception as exc:
+            raise _state_failure(exc, args, security) from None
     try:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:

@@ -314,6 +314,14 @@ def test_a_missing_topic_names_the_closest_ones_or_the_flag(empty: Path, bootstr
     create_topics(bootstrap, {"ops-runs-changelog": 1})
     result = lw(empty, *state)
     assert (result.code, result.err.splitlines()[-1]) == (2, f"{where}: {named}; existing: ops-runs-changelog")
+    # Checked before the events are read: it came last, after a line for each bad record of the whole range.
+    (empty / "bad.jsonl").write_text('{"not": "an event"}\n' * 3, encoding="utf-8")
+    sent = lw(empty, "publish", "bad.jsonl", "--raw", "--topic", "bad.events", "--partitions", "1", *kafka)
+    assert sent.code == 0, sent.err
+    bad = ["replay", "--topic", "bad.events", *kafka, "--with-state", "--group", "nosuch"]
+    result = lw(empty, *bad)
+    assert (result.code, result.out) == (2, "")
+    assert result.err == f"{where}: {named}; existing: ops-runs-changelog\n"
 
 
 @pytest.mark.integration
