@@ -132,8 +132,9 @@ def test_cli_run_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main([*base, "--with-state"], record_source=served) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("start 0@24: from the worker's stored state (changelog offset")
-    # range, verdicts (their config_hash), changelog, warm-up
-    assert served.reads == [TOPIC, VERDICTS_TOPIC, "loopwatch-runs-changelog", TOPIC]
+    # the changelog's check (nothing read: a wrong name fails before the range), range, verdicts (their
+    # config_hash), changelog, warm-up
+    assert served.reads == ["loopwatch-runs-changelog", TOPIC, VERDICTS_TOPIC, "loopwatch-runs-changelog", TOPIC]
     assert main([*base, "--with-state", "--json", "--state-topic", "other-cl"], record_source=served) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["state"][0]["origin"] == "stored" and doc["state"][0]["first_offset"] == 24
@@ -162,7 +163,8 @@ def test_cli_run_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     )
     served.reads.clear()
     assert main([*base[:-1], "nobody", "--with-state"], record_source=served) == 1
-    assert "no event of run 'nobody'" in capsys.readouterr().err and served.reads == [TOPIC]
+    assert "no event of run 'nobody'" in capsys.readouterr().err
+    assert served.reads == ["loopwatch-runs-changelog", TOPIC]  # the check, then no state read
 
 
 def test_cli_run_with_state_under_another_config_than_the_workers_fails_naming_it(
@@ -191,7 +193,8 @@ def test_cli_run_with_state_under_another_config_than_the_workers_fails_naming_i
         "stored states were computed with the worker's config: give replay that config file with --config (or "
         "leave out --with-state to explain the run from empty)\n"
     )
-    assert "loopwatch-runs-changelog" not in served.reads  # failed before reading the stored states
+    # failed before reading the stored states: the changelog was only checked, before the range
+    assert served.reads.count("loopwatch-runs-changelog") == 1 and served.reads[0] == "loopwatch-runs-changelog"
     assert main([*base, "--verdicts-topic", "v"], record_source=served) == 1  # OpenClaw's defaults
     assert "(no --config: OpenClaw's defaults): the stored states were" in capsys.readouterr().err
 
