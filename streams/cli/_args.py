@@ -112,13 +112,6 @@ _FILE_FLAGS: Final = (
 PATH_FLAGS: Final[dict[str, str]] = {**dict.fromkeys(_FILE_FLAGS, "file"), "--data-dir": "directory"}
 
 
-def filter_value(text: str) -> str:
-    """A value records are matched against (``tail --gateway``): an empty one matched nothing, silently."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty: no record has an empty id")
-    return text
-
-
 def _non_empty(convert: Callable[[str], Any], kind: str) -> Callable[[str], Any]:
     def check(text: str) -> Any:
         if text == "":

@@ -23,15 +23,7 @@ from typing import IO, Any
 import orjson
 
 from streams.cli import StdoutFailed, StdoutGone
-from streams.cli._args import (
-    bootstrap,
-    bootstrap_setting,
-    filter_value,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    topic_name,
-)
+from streams.cli._args import bootstrap, bootstrap_setting, non_negative_int, positive_float, positive_int, topic_name
 from streams.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNAVAILABLE, CommandError, warn
 from streams.kafka.reader import no_such_topic_hint
 from streams.kafka.security import (
@@ -75,8 +67,8 @@ def register(subparsers: Any) -> None:
         f"{DEAD_LETTER_TOPIC}, {EVENTS_TOPIC})",
     )
     p.add_argument("--json", action="store_true", help="print each record as it is, one JSON object per line")
-    p.add_argument("--gateway", type=filter_value, help="only records of this gateway id")
-    p.add_argument("--agent", type=filter_value, help="only records of this agent id")
+    p.add_argument("--gateway", help="only records of this gateway id")
+    p.add_argument("--agent", help="only records of this agent id")
     p.add_argument("--decision", choices=("warning", "block", "abort"), help="only verdicts with this decision")
     p.add_argument(
         "--escalations",

@@ -63,16 +63,3 @@ def test_a_prefix_of_an_option_is_not_taken_for_it(empty: Path, argv: list[str],
         f"{name}: unrecognized option {prefix}: see '{name} --help'\n",
         "",
     )
-
-
-def test_an_empty_tail_filter_is_refused_naming_its_flag(empty: Path) -> None:
-    """``tail --gateway ''`` followed the topic and matched nothing, without a word, where an empty ``--topic`` is
-    refused."""
-    for flag in ("--gateway", "--agent"):
-        for value in ("", "  "):
-            result = lw(empty, "tail", flag, value)
-            assert (result.code, result.out, result.err) == (
-                2,
-                "",
-                f"loopwatch tail: must not be empty: no record has an empty id ({flag}): see 'loopwatch tail --help'\n",
-            )
