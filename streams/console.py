@@ -1,31 +1,35 @@
-"""The ``loopwatch`` console script: :func:`streams.cli.main`, and the moments before it runs and after it returns.
+"""The ``loopwatch`` console script: :func:`streams.cli.main`, and the half second before it runs.
 
 Importing the command line takes about half a second, and a Ctrl-C then ended in a ``KeyboardInterrupt``
-traceback. After a command had returned, a Ctrl-C during the interpreter's exit raised in an exit hook (another
-traceback) or killed the process (status 130 for a command that had finished: a ``publish`` looked undone and
-might be run twice). Once the command has its status, both signals are ignored: the interpreter keeps an ignored
-signal ignored through its exit, where it resets its own handlers to the system's default.
+traceback, a SIGTERM in a kill by signal (143, a status the exit table does not have). Both now end with one line
+and 130, as an interrupted command does. Once a command runs, its own handling applies (``streams.cli``), and
+``exiting`` lets a command that finished its work keep its status through the interpreter's exit.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+from types import FrameType
 
 _INTERRUPTED = 130  # streams.errors.EXIT_INTERRUPTED, which a Ctrl-C may have left half imported
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     try:
-        from streams.cli import main as run
-
-        code = run()
+        signal.signal(signal.SIGTERM, _terminated)
+        try:
+            from streams.cli import main as run
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return run(exiting=True)
     except KeyboardInterrupt:
         sys.stderr.write("loopwatch: interrupted\n")
-        code = _INTERRUPTED
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-    return code
+        return _INTERRUPTED
 
 
 __all__ = ["main"]

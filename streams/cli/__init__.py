@@ -348,14 +348,15 @@ def _dispatch(args: argparse.Namespace, command: str, guard: tuple[TextIO | None
         return EXIT_INTERRUPTED
 
 
-def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | None = None) -> int:
-    """Run one command. ``record_source`` replaces the broker the audits (replay, whatif) read topics from.
+def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | None = None, exiting: bool = False) -> int:
+    """Run one command. ``record_source`` replaces the broker the audits (replay, whatif) read topics from;
+    ``exiting``: the caller exits with the status next (the console script, :mod:`streams.console`).
 
     Output errors are handled here once for every command: the reader of stdout gone ends the command quietly
     with 141 (as a shell reports a filter stopped by SIGPIPE, so ``set -o pipefail`` scripts see it), any other
     write error (a full disk) is one line and status 2, as for an output file given with ``--out``/``--html``.
     """
-    with restored():
+    with restored(exiting=exiting):
         return _main(argv, record_source)
 
 

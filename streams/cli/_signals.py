@@ -55,31 +55,55 @@ def sigterm_raises(exc: type[BaseException]) -> Iterator[None]:
             raise exc from None
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not _state.settled:  # a settled command keeps its handler (settle) until main ends
+            signal.signal(signal.SIGTERM, previous)
 
 
 _SETTLED = (signal.SIGINT, signal.SIGTERM)
 
 
+class _State:
+    settled = False  # the running command called settle()
+
+
+_state = _State()
+
+
+def _swallow_once(signum: int, frame: FrameType | None) -> None:
+    """The first Ctrl-C or SIGTERM after :func:`settle` changes nothing; a second one ends the process at once
+    (the system's default), so a command stuck after its work (a blocked stdout) can still be stopped."""
+    signal.signal(signum, signal.SIG_DFL)
+
+
 def settle() -> None:
-    """The command's effect is complete (a publish's records are confirmed): a Ctrl-C or SIGTERM from here changes
-    nothing, so both are ignored until :func:`restored` puts the handlers back. A publish interrupted just after
-    its summary ended with 130 or a traceback, and looked undone."""
+    """The command's effect is complete (a publish's records are confirmed): a Ctrl-C or SIGTERM from here does
+    not turn it into an interrupted one. A publish interrupted just after its summary ended with 130, a
+    traceback from an exit hook or a kill by signal, and looked undone. The first such signal is swallowed, a
+    second one still ends the process (:func:`_swallow_once`); :func:`restored` decides what remains after."""
     if threading.current_thread() is threading.main_thread():
+        _state.settled = True
         for signum in _SETTLED:
-            signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signum, _swallow_once)
 
 
 @contextlib.contextmanager
-def restored() -> Iterator[None]:
-    """Put back the handlers :func:`settle` replaced, for a caller that runs a command in-process."""
+def restored(*, exiting: bool) -> Iterator[None]:
+    """Around one command: put back the handlers it changed (:func:`settle`), for a caller that runs commands
+    in-process. With ``exiting`` (the console script, which exits next) a settled command's signals are ignored
+    instead: the interpreter resets its own handlers to the system's default as it exits, where a signal would
+    kill the finished command, but it keeps an ignored signal ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     saved = [(signum, signal.getsignal(signum)) for signum in _SETTLED]
+    _state.settled = False
     try:
         yield
     finally:
+        keep = exiting and _state.settled
+        _state.settled = False
         for signum, handler in saved:
-            if handler is not None:
+            if keep:
+                signal.signal(signum, signal.SIG_IGN)
+            elif handler is not None:
                 signal.signal(signum, handler)

@@ -57,8 +57,10 @@ def test_a_signal_stops_a_realtime_simulate_with_one_line_and_130(
     assert (code, log.read_text(encoding="utf-8")) == (130, "loopwatch simulate: interrupted\n")
 
 
-def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(empty: Path) -> None:
-    """Its imports take about half a second: a Ctrl-C then printed a ``KeyboardInterrupt`` traceback. The signal
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_command_line_is_imported_is_one_line_and_130(empty: Path, sig: signal.Signals) -> None:
+    """Its imports take about half a second: a Ctrl-C then printed a ``KeyboardInterrupt`` traceback, and a
+    SIGTERM killed it (143, not in the exit table). The signal
     is sent once the interpreter reports (``-X importtime``) one of the command line's first modules imported, so
     it lands among the imports on any machine, not before the interpreter handles it."""
     env = {**clean_env(), "PYTHONPROFILEIMPORTTIME": "1"}
@@ -70,7 +72,7 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line_and_130(empty: Pa
             deadline = time.monotonic() + 30
             while b"streams.errors" not in seen and time.monotonic() < deadline:  # imported by streams.cli
                 seen += proc.stderr.readline()
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             out, err = proc.communicate(timeout=30)
         finally:
             stop_process(proc, 5)
