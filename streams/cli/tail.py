@@ -177,7 +177,8 @@ class Lifeline:
 
 def reader_gone(out: IO[str]) -> bool:
     """Whether ``out`` is a pipe whose reader has exited (``loopwatch tail | head -1`` once head has its line): poll
-    reports an error on such a pipe. Noticed only at the next write, a quiet topic kept tail waiting for ever."""
+    reports an error on such a pipe. Noticed only at the next write, a quiet topic (or one whose records the
+    filters all leave out) kept tail waiting for ever."""
     try:
         fd = out.fileno()
     except (AttributeError, OSError, ValueError):
@@ -233,9 +234,8 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
             if records:
                 lifeline.alive()
             else:
-                if reader_gone(out):
-                    raise StdoutGone(errno.EPIPE, "the reader of standard output is gone")
                 await lifeline.check()
+            written = shown
             for message in records:
                 try:
                     record = orjson.loads(message.value or b"")
@@ -255,6 +255,8 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
                 shown += 1
                 if args.max is not None and shown >= args.max:
                     break
+            if shown == written and reader_gone(out):  # nothing written: no write would notice a closed pipe
+                raise StdoutGone(errno.EPIPE, "the reader of standard output is gone")
     if args.max is not None and shown < args.max:
         warn("tail", f"{shown} of the {args.max} records asked for (--max) came within {args.timeout:g} s (--timeout)")
         return EXIT_FINDINGS

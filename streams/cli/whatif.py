@@ -18,6 +18,7 @@ import orjson
 
 from streams.audit.source import input_name, lines, read_events, read_records
 from streams.cli._args import (
+    PATH_FLAGS,
     Once,
     bootstrap,
     bootstrap_setting,
@@ -33,7 +34,7 @@ from streams.cli._config import install_profiles
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError, file_reason
-from streams.kafka.security import KafkaSecurityError, add_security_arguments, security_from_args
+from streams.kafka.security import SECURITY_FLAGS, KafkaSecurityError, add_security_arguments, security_from_args
 from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
     TABLE_LIMIT,
@@ -117,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
     inputs = (("--events", args.events), ("--config", args.config), ("--candidate", args.candidate))
-    refuse_overwriting_inputs(args.html, "--html", (*inputs, ("--profiles", args.profiles)), "whatif")
+    client_files = ((flag, getattr(args, name)) for flag, name in SECURITY_FLAGS if flag in PATH_FLAGS)
+    files = (*inputs, ("--profiles", args.profiles), *client_files)
+    refuse_overwriting_inputs(args.html, "--html", files, "whatif")
     if args.limit is not None and args.format == "json":
         return _error("--limit does nothing with --format json", hint="the JSON lists every changed run; leave it out")
     if args.limit is not None and args.candidate is None and args.candidate_profile is None:

@@ -100,7 +100,7 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
         normalized = normalize_agent_id(raw_id)
         if not js_trim(raw_id):
             warnings.append(ConfigWarning(path, BLANK_ID, None))
-        elif normalized == DEFAULT_AGENT_ID and js_trim(raw_id).lower() != DEFAULT_AGENT_ID:
+        elif not _NOT_AGENT_ID_CHARS.sub("-", js_trim(raw_id).lower()).strip("-"):  # normalize_agent_id's rule
             warnings.append(ConfigWarning(path, NOTHING_KEPT_ID, DEFAULT_AGENT_ID))
         return normalized
     if has_loop_block(entry):
@@ -111,8 +111,8 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
 #: Read in both lines' agent-id rule: a blank id normalises to the default agent.
 BLANK_ID: Final = "blank: OpenClaw reads this entry as agent 'main' (a blank id normalises to main)"
 NOTHING_KEPT_ID: Final = (
-    "OpenClaw keeps none of its characters (letters a-z, digits, '_' and '-'), so it reads this entry as agent "
-    "'main': its settings apply to the default agent"
+    "OpenClaw keeps nothing of it (only letters a-z, digits, '_' and inner '-' remain), so it reads this entry "
+    "as agent 'main'"
 )
 MISSING_ID: Final = (
     "missing or not a string (OpenClaw's config schema requires a string id); this entry's tools.loopDetection is "

@@ -165,7 +165,7 @@ class WorkerSettings:
             raise SettingsError("must be between 0 and 8", "standby_replicas")
         if not 0 <= self.kafka_wait <= 3600:
             raise SettingsError("must be between 0 and 3600 seconds", "kafka_wait")
-        if not self.metrics_host.strip():  # bound as every interface by the port check, then refused by the server
+        if self.metrics_port and not self.metrics_host.strip():  # the port check binds '' as every interface
             raise SettingsError(
                 "must not be empty",
                 "metrics_host",

@@ -411,10 +411,10 @@ def test_a_history_too_long_to_store_fails_the_gate_where_it_is_set(empty: Path)
 def test_an_id_openclaw_keeps_nothing_of_is_named_as_agent_main(empty: Path, profile: str) -> None:
     """Ids like "日本語" or "☃" normalise to the default agent, as a blank id does: the entry's settings then switched
     detection on for ``main`` with exit 0 and no word under 2026.7 (2026.9 named it already: such a list is not
-    converted). Ids that keep something ("My Agent", "MAIN") stay quiet."""
+    converted). Ids that keep something ("My Agent", "MAIN", "main!") stay quiet."""
     said = (
-        "agents.list[{}].id: OpenClaw keeps none of its characters (letters a-z, digits, '_' and '-'), so it reads "
-        "this entry as agent 'main': its settings apply to the default agent (using main)"
+        "agents.list[{}].id: OpenClaw keeps nothing of it (only letters a-z, digits, '_' and inner '-' remain), so "
+        "it reads this entry as agent 'main' (using main)"
     )
     if profile == "openclaw-2026.9":  # each with its own reason, all naming where the entry lands
         said = "agents.list[{}].id: id {} "
@@ -426,7 +426,7 @@ def test_an_id_openclaw_keeps_nothing_of_is_named_as_agent_main(empty: Path, pro
         assert said.format(0, json.dumps(ident, ensure_ascii=False)) in result.err, (ident, result.err)
         assert profile == "openclaw-2026.7" or "agents.entries.main)" in result.err, result.err
         assert any(line.startswith("main ") for line in result.out.splitlines()), result.out
-    for ident, shown in (("My Agent", "my-agent"), ("MAIN", "main")):
+    for ident, shown in (("My Agent", "my-agent"), ("MAIN", "main"), ("main!", "main"), ("-Main-", "main")):
         entry = {"id": ident, "tools": {"loopDetection": {"enabled": True}}}
         name = write(empty, "c.json", json.dumps({"agents": {"list": [entry]}}))
         result = lw(empty, "config", "check", name, "--profile", profile)

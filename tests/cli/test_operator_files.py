@@ -171,5 +171,10 @@ def test_a_report_over_one_of_its_own_inputs_is_refused_and_the_input_kept(empty
     assert (empty / "events.jsonl").read_text(encoding="utf-8") == events
     assert (empty / "on.json5").read_text(encoding="utf-8") == CONFIG
     assert [(empty / n).read_text(encoding="utf-8") for n in ("cur.json5", "profiles.json5")] == ["{}", "{}"]
+    (empty / "client.properties").write_text("security.protocol=SSL\n", encoding="utf-8")
+    topic = ["whatif", "--topic", "t", "--candidate", "on.json5", "--kafka-config", "client.properties"]
+    result = lw(empty, *topic, "--html", "client.properties")  # the Kafka client's files are inputs too
+    assert (result.code, result.err.split(":")[1]) == (2, " --html names the file given to --kafka-config"), result
+    assert (empty / "client.properties").read_text(encoding="utf-8") == "security.protocol=SSL\n"
     assert lw(empty, *base, "--html", "report.html").code == 0  # another file: written
     assert (empty / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

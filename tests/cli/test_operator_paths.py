@@ -228,6 +228,37 @@ def test_tail_on_a_quiet_topic_whose_reader_goes_away_ends_with_141_at_once(empt
 
 
 @pytest.mark.integration
+def test_tail_whose_filter_shows_nothing_of_a_busy_topic_ends_with_141_once_its_reader_goes(
+    empty: Path, bootstrap: str
+) -> None:
+    """Records kept coming and the filter left each out: nothing was written, so nothing noticed the closed pipe
+    (a review). A realtime simulate keeps the topic busy for the whole test."""
+    topic = "busy.events"
+    sim_log = empty / "simulate.log"
+    traffic = [LOOPWATCH, "simulate", "--bootstrap", bootstrap, "--topic", topic, "--rate", "50", "--realtime",
+               "--duration", "60"]  # fmt: skip
+    sim = start_process(traffic, env=clean_env(), log_path=sim_log, cwd=empty)
+    try:
+        wait_until(lambda: lw(empty, "tail", "--bootstrap", bootstrap, "--topic", topic, "--max", "1",
+                              "--timeout", "2").code == 0, 60, 0.5, message="traffic flowing")  # fmt: skip
+        args = [LOOPWATCH, "tail", "--bootstrap", bootstrap, "--topic", topic, "--gateway", "nobody-has-this"]
+        proc = subprocess.Popen(args, cwd=empty, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            time.sleep(2)  # following, with records coming and none shown
+            assert proc.poll() is None
+            proc.stdout.close()
+            assert (proc.wait(20), proc.stderr.read()) == (141, b"")
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    finally:
+        stop_process(sim, 20)
+
+
+@pytest.mark.integration
 def test_tail_stopped_with_sigterm_ends_with_0(empty: Path, bootstrap: str) -> None:
     """Was 143 and nothing said; README: a follow command stopped with Ctrl-C or SIGTERM ends with 0."""
     log = empty / "tail.log"

@@ -92,6 +92,8 @@ def test_an_empty_metrics_host_is_refused_before_kafka_as_other_bad_hosts_are(em
         empty,
         f"LOOPWATCH_METRICS_HOST=' ' must not be empty (--metrics-host): {hint}",
     )
+    off = worker(empty, "--metrics-port", "0", "--metrics-host", "", "--web-port", "0")  # no server: no host needed
+    assert "metrics-host" not in off.err and off.code == 3, off  # it gets as far as Kafka (nothing listens)
 
 
 @pytest.mark.parametrize(
