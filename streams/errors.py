@@ -25,8 +25,8 @@ EXIT_BROKEN_PIPE: Final = 141
 EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (
         EXIT_OK,
-        "success (tail, the broker and a started worker stopped with Ctrl-C or SIGTERM also end with 0; so does a "
-        "worker stopped with SIGTERM while it waits for Kafka)",
+        "success (tail once it follows, the broker and a started worker stopped with Ctrl-C or SIGTERM also end "
+        "with 0; a worker stopped with SIGTERM while it starts too)",
     ),
     (
         EXIT_FINDINGS,
