@@ -16,7 +16,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -341,6 +341,16 @@ def _state_failure(exc: BaseException, args: argparse.Namespace, security: Kafka
     return reader.read_failure(exc, action, args.bootstrap, security, flag)
 
 
+def _check_named(records: RecordSource, topic: str, failure: Callable[[Exception], CommandError]) -> None:
+    """Read nothing of ``topic``: a wrong name fails now, not after reading (and reporting the bad records of)
+    the whole events range."""
+    nothing = reader.OffsetBound(default=0)
+    try:
+        asyncio.run(records.read(topic, nothing, nothing))
+    except Exception as exc:
+        raise failure(exc) from None
+
+
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
     args.bootstrap = bootstrap_setting(args, "replay")
@@ -356,20 +366,13 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         raise CommandError(str(exc), hint=_HELP) from None
     records: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
     records.check()
-    # A wrong name fails now, not after reading (and reporting the bad records of) the whole events range.
-    nothing = reader.OffsetBound(default=0)
     if args.compare_verdicts:
-        try:
-            asyncio.run(records.read(_verdicts_topic(args), nothing, nothing))
-        except Exception as exc:
-            raise reader.read_failure(
-                exc, f"cannot read topic {_verdicts_topic(args)}", args.bootstrap, security, "--verdicts-topic"
-            ) from None
+        verdicts = _verdicts_topic(args)
+        _check_named(records, verdicts, lambda exc: reader.read_failure(
+            exc, f"cannot read topic {verdicts}", args.bootstrap, security, "--verdicts-topic"
+        ))  # fmt: skip
     if args.with_state:
-        try:
-            asyncio.run(records.read(_state_topic(args), nothing, nothing))
-        except Exception as exc:
-            raise _state_failure(exc, args, security) from None
+        _check_named(records, _state_topic(args), lambda exc: _state_failure(exc, args, security))
     try:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:

@@ -117,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
-    inputs = (("--events", args.events), ("--config", args.config), ("--candidate", args.candidate))
     client_files = ((flag, getattr(args, name)) for flag, name in SECURITY_FLAGS if flag in PATH_FLAGS)
-    files = (*inputs, ("--profiles", args.profiles), *client_files)
+    inputs = ("--events", "--config", "--candidate", "--profiles")
+    files = (*((flag, getattr(args, flag[2:])) for flag in inputs), *client_files)
     refuse_overwriting_inputs(args.html, "--html", files, "whatif")
     if args.limit is not None and args.format == "json":
         return _error("--limit does nothing with --format json", hint="the JSON lists every changed run; leave it out")

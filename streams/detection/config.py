@@ -71,10 +71,14 @@ def normalize_agent_id(agent_id: str | None) -> str:
     if agent_id is None:
         return DEFAULT_AGENT_ID
     trimmed = js_trim(agent_id)
-    lowered = trimmed.lower()
     if _CANONICAL_AGENT_ID.fullmatch(trimmed):
-        return lowered
-    return _NOT_AGENT_ID_CHARS.sub("-", lowered).strip("-")[:64] or DEFAULT_AGENT_ID
+        return trimmed.lower()
+    return _kept(trimmed) or DEFAULT_AGENT_ID
+
+
+def _kept(trimmed: str) -> str:
+    """What OpenClaw keeps of a non-canonical id: each run of other characters one dash, none at either end."""
+    return _NOT_AGENT_ID_CHARS.sub("-", trimmed.lower()).strip("-")[:64]
 
 
 def only_read_by(profile: str, qualifier: str = "") -> str:
@@ -97,12 +101,12 @@ def list_entry_id(entry: Mapping[object, object], index: int, warnings: list[Con
     raw_id = entry.get("id")
     path = f"agents.list[{index}].id"
     if isinstance(raw_id, str):
-        normalized = normalize_agent_id(raw_id)
-        if not js_trim(raw_id):
+        trimmed = js_trim(raw_id)
+        if not trimmed:
             warnings.append(ConfigWarning(path, BLANK_ID, None))
-        elif not _NOT_AGENT_ID_CHARS.sub("-", js_trim(raw_id).lower()).strip("-"):  # normalize_agent_id's rule
+        elif not _kept(trimmed):
             warnings.append(ConfigWarning(path, NOTHING_KEPT_ID, DEFAULT_AGENT_ID))
-        return normalized
+        return normalize_agent_id(raw_id)
     if has_loop_block(entry):
         warnings.append(ConfigWarning(path, MISSING_ID, None))
     return None
