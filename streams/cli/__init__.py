@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from streams.cli._args import STDOUT_CLOSED, note_stdout_closed, refuse_empty_paths
+from streams.cli._args import STDOUT_CLOSED, note_stdout_closed, refuse_empty_paths, subcommands
 from streams.cli._signals import restored, sigterm_raises
 from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, StdoutError, exit_code_table, report
 
@@ -360,14 +360,28 @@ def main(argv: Sequence[str] | None = None, *, record_source: RecordSource | Non
         return _main(argv, record_source)
 
 
+def _typed_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The command words of an ``argv`` that argparse ended (``worker --help``): what an error line names."""
+    words: list[str] = []
+    for word in (w for w in argv if not w.startswith("-")):
+        choices = subcommands(parser)
+        if word not in choices:
+            break
+        words.append(word)
+        parser = choices[word]
+    return " ".join(words)
+
+
 def _main(argv: Sequence[str] | None, record_source: RecordSource | None) -> int:
     _open_stderr()
     guard = _guard_stdout()
     command = ""
     try:
+        parser = build_parser()
         try:
-            args = build_parser().parse_args(argv)
+            args = parser.parse_args(argv)
         except SystemExit:  # --help, --version or a usage error: argparse printed it
+            command = _typed_command(parser, sys.argv[1:] if argv is None else argv)
             sys.stdout.flush()
             if guard is not None:
                 guard[1].check()

@@ -122,14 +122,21 @@ def _non_empty(convert: Callable[[str], Any], kind: str) -> Callable[[str], Any]
     return check
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser``'s commands by name (none for a command without subcommands)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
     """Refuse an empty value for every flag of :data:`PATH_FLAGS` in ``parser`` and its commands, where it is
     typed: ``Path("")`` is ``.``, so ``--html ""`` failed as "(.): Is a directory", and ``worker --config ""``
     ran with no config file at all. Flags declared outside streams/cli (security, profiles, worker) included."""
+    for command in {id(p): p for p in subcommands(parser).values()}.values():  # aliases share a parser
+        refuse_empty_paths(command)
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for command in {id(p): p for p in action.choices.values()}.values():
-                refuse_empty_paths(command)
         kind = next((PATH_FLAGS[name] for name in (*action.option_strings, action.dest) if name in PATH_FLAGS), None)
         if kind is not None and (action.type is None or callable(action.type)):
             action.type = _non_empty(action.type or str, kind)

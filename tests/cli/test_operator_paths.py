@@ -90,6 +90,9 @@ def reader_goes_away(cwd: Path, args: list[str]) -> tuple[int, str]:
         (["simulate", "--duration", "1"], "simulate"),
         (["whatif", "--events", "events.jsonl", "--candidate", "on.json5"], "whatif"),
         (["--help"], ""),
+        (["worker", "--help"], "worker"),  # argparse's own exit: the command is named from the words typed
+        (["config", "check", "--help"], "config check"),
+        (["tail", "--topic", "worker", "--help"], "tail"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,
 )
