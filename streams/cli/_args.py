@@ -261,3 +261,19 @@ class Once(argparse.Action):
         if getattr(namespace, self.dest, None) is not None:
             raise argparse.ArgumentError(self, "given twice: it takes one value")
         setattr(namespace, self.dest, values)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def say_sent(summary: str) -> None:
+    """The line a command that published records ends with, on stdout. A full disk there still ends with a line
+    that says what was sent: the records are in Kafka all the same, and a retry would send them twice."""
+    try:
+        print(summary, flush=True)
+    except BrokenPipeError:
+        raise  # the reader went away (... | head): 141, as for every command
+    except OSError as exc:
+        raise StdoutError(f"{summary}, but cannot write that to the output", exc.strerror or str(exc)) from None

@@ -21,12 +21,14 @@ from streams.cli._args import (
     bootstrap_setting,
     open_events,
     partition_count,
+    plural,
     require_stdout,
+    say_sent,
     topic_name,
 )
 from streams.cli._signals import settle
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.errors import EXIT_USAGE, CommandError, StdoutError
+from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import (
     broker_count,
     kafka_failure,
@@ -175,15 +177,5 @@ def run(args: argparse.Namespace) -> int:
     settle()  # every record is confirmed: a Ctrl-C now would only make the summary below a lie
     summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
     summary += f"; refused {plural(refused, 'invalid line')}" if refused else ""
-    try:
-        print(summary, flush=True)
-    except BrokenPipeError:
-        raise  # the reader went away (publish ... | head): 141, as for every command
-    except OSError as exc:  # a full disk: the events are sent all the same, and the one line must say so
-        raise StdoutError(f"{summary}, but cannot write that to the output", exc.strerror or str(exc)) from None
+    say_sent(summary)
     return EXIT_USAGE if refused else 0
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 event``, ``2 events``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -20,7 +20,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from streams.cli._args import any_int, bootstrap, fraction, positive_float, positive_int, refuse_without, topic_name
+from streams.cli._args import (
+    any_int,
+    bootstrap,
+    fraction,
+    plural,
+    positive_float,
+    positive_int,
+    refuse_without,
+    require_stdout,
+    say_sent,
+    topic_name,
+)
 from streams.cli._signals import settle
 from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
@@ -171,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             security = security_from_args(args)
         except KafkaSecurityError as exc:
             raise CommandError(str(exc), hint="see 'loopwatch simulate --help'") from None
+        require_stdout()  # where the line saying what was sent goes
         preflight(args.bootstrap, security)
         started = time.monotonic()
         try:
@@ -181,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
         settle()  # every record is confirmed, as publish's
         elapsed = time.monotonic() - started
-        print(f"published {count} records to {args.topic} in {elapsed:.1f} s", file=sys.stderr)
+        say_sent(f"sent {plural(count, 'record' if args.malformed else 'event')} to {args.topic} in {elapsed:.1f} s")
         return 0
     if args.out is None or str(args.out) == "-":
         # A reader that goes away (`| head`) or a full disk: streams.cli.main reports it, as for every command.

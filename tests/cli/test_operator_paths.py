@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -456,3 +457,34 @@ def test_publish_says_what_it_sent_when_its_summary_cannot_be_written(empty: Pat
     assert (code, err) == (2, "loopwatch publish: sent 12 events to full.events, but cannot write that to the "
         "output (stdout): No space left on device\n")  # fmt: skip
     assert published("full.events") == 12
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+def test_simulate_says_what_it_sent_on_stdout_as_publish_does(empty: Path, bootstrap: str) -> None:
+    """``simulate --bootstrap`` said "published N records ..." on stderr, where publish says "sent N events" on
+    stdout; now both end with the same line, by the same rules for a closed or a full stdout."""
+
+    def published(topic: str) -> int:
+        count = asyncio.run(partition_counts(bootstrap))[topic]
+        return sum(asyncio.run(end_offsets(bootstrap, [(topic, p) for p in range(count)], timeout=15.0)).values())
+
+    base = ["simulate", "--bootstrap", bootstrap, "--gateways", "2", "--rate", "20", "--duration", "1"]
+    sent = lw(empty, *base, "--topic", "said.events")
+    assert sent.code == 0 and sent.err == "", sent.err
+    assert re.fullmatch(r"sent 20 events to said\.events in \d+\.\d s\n", sent.out), sent.out
+    assert published("said.events") == 20
+    closed = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" >&-', LOOPWATCH, *base, "--topic", "sim-closed.events"],
+        cwd=empty, env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (closed.returncode, closed.stderr) == (2, "loopwatch simulate: cannot write the output (stdout): standard "
+        "output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)\n")  # fmt: skip
+    assert "sim-closed.events" not in asyncio.run(partition_counts(bootstrap))
+    code, err = run_into(empty, [*base, "--topic", "sim-full.events"], FULL)
+    assert code == 2 and re.fullmatch(
+        r"loopwatch simulate: sent 20 events to sim-full\.events in \d+\.\d s, but cannot write that to the output "
+        r"\(stdout\): No space left on device\n",
+        err,
+    ), err
+    assert published("sim-full.events") == 20
