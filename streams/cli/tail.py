@@ -102,6 +102,22 @@ def topics_of(args: argparse.Namespace) -> list[str]:
     return [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
 
 
+def note_verdict_filters(record: dict[str, Any], topic: str, args: argparse.Namespace, noted: set[str]) -> None:
+    """Say once per topic that ``--decision`` or ``--escalations`` met records that are not verdicts: on the
+    events topic the first showed nothing and the second let everything through, both without a word."""
+    kind = kind_of(record)
+    if kind == "verdict" or topic in noted:
+        return
+    noun = kind.replace("_", "-")
+    if getattr(args, "decision", None) is not None and "decision" not in record:
+        warn("tail", f"--decision keeps only verdicts, and {topic} holds {noun} records: it shows none of them")
+    elif getattr(args, "escalations", False):
+        warn("tail", f"--escalations applies to verdicts only; {topic} holds {noun} records: they show unfiltered")
+    else:
+        return
+    noted.add(topic)
+
+
 class Escalations:
     """Lets through the first verdict of each decision level of each run (bounded memory)."""
 
@@ -209,6 +225,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
         **security.aiokafka_kwargs(),
     )
     escalations = Escalations() if getattr(args, "escalations", False) else None
+    noted: set[str] = set()
     lifeline = Lifeline(args.bootstrap, security)
     width = getattr(args, "width", 0) or 0
     shown = 0
@@ -248,6 +265,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
                         f"skipping a record that is not a JSON object ({where}, {len(message.value or b'')} bytes)",
                     )
                     continue
+                note_verdict_filters(record, message.topic, args, noted)
                 if not matches(record, args) or (escalations is not None and not escalations.first(record)):
                     continue
                 out.write((orjson.dumps(record).decode() if args.json else fit(record_line(record), width)) + "\n")

@@ -262,6 +262,25 @@ def test_tail_whose_filter_shows_nothing_of_a_busy_topic_ends_with_141_once_its_
 
 
 @pytest.mark.integration
+def test_verdict_filters_on_a_topic_of_events_say_so_once(empty: Path, bootstrap: str) -> None:
+    """``tail --topic loopwatch.events --decision warning`` showed nothing and said nothing, and ``--escalations``
+    let every event through unremarked (a first-hour review): each now says once what it does there."""
+    common = ["tail", "--bootstrap", bootstrap, "--topic", "loopwatch.events", "--from-beginning"]
+    decision = lw(empty, *common, "--decision", "warning", "--timeout", "3")
+    assert (decision.code, decision.out) == (0, "")
+    assert decision.err == (
+        "loopwatch tail: warning: --decision keeps only verdicts, and loopwatch.events holds event records: it "
+        "shows none of them\n"
+    )
+    escalations = lw(empty, *common, "--escalations", "--max", "5", "--timeout", "30")
+    assert escalations.code == 0 and len(escalations.out.splitlines()) == 5
+    assert escalations.err == (
+        "loopwatch tail: warning: --escalations applies to verdicts only; loopwatch.events holds event records: "
+        "they show unfiltered\n"
+    )
+
+
+@pytest.mark.integration
 def test_tail_stopped_with_sigterm_ends_with_0(empty: Path, bootstrap: str) -> None:
     """Was 143 and nothing said; README: a follow command stopped with Ctrl-C or SIGTERM ends with 0."""
     log = empty / "tail.log"
