@@ -102,7 +102,7 @@ def topics_of(args: argparse.Namespace) -> list[str]:
     return [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
 
 
-def note_verdict_filters(record: dict[str, Any], topic: str, args: argparse.Namespace, noted: set[str]) -> None:
+def _note_verdict_filters(record: dict[str, Any], topic: str, args: argparse.Namespace, noted: set[str]) -> None:
     """Say once per topic that ``--decision`` or ``--escalations`` met records that are not verdicts: on the
     events topic the first showed nothing and the second let everything through, both without a word."""
     kind = kind_of(record)
@@ -265,7 +265,7 @@ async def follow(args: argparse.Namespace, out: IO[str], security: KafkaSecurity
                         f"skipping a record that is not a JSON object ({where}, {len(message.value or b'')} bytes)",
                     )
                     continue
-                note_verdict_filters(record, message.topic, args, noted)
+                _note_verdict_filters(record, message.topic, args, noted)
                 if not matches(record, args) or (escalations is not None and not escalations.first(record)):
                     continue
                 out.write((orjson.dumps(record).decode() if args.json else fit(record_line(record), width)) + "\n")
