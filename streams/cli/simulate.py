@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import sys
 import time
 from collections.abc import Iterator
@@ -185,15 +187,29 @@ def run(args: argparse.Namespace) -> int:
         require_stdout()  # where the line saying what was sent goes
         preflight(args.bootstrap, security)
         started = time.monotonic()
+        progress = Progress()
+        noun = "record" if args.malformed else "event"
         try:
             count = asyncio.run(
-                publish(_records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security)
+                publish(
+                    _records(args),
+                    args.bootstrap,
+                    args.topic,
+                    args.rate,
+                    args.realtime,
+                    security=security,
+                    progress=progress,
+                )
             )
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
+            with contextlib.suppress(OSError):
+                sent = f"sent {plural(progress.confirmed, noun)} to {args.topic} in {time.monotonic() - started:.1f} s"
+                print(f"{sent}, then interrupted", flush=True)
+            raise
         except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
             raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
         settle()  # every record is confirmed, as publish's
-        elapsed = time.monotonic() - started
-        say_sent(f"sent {plural(count, 'record' if args.malformed else 'event')} to {args.topic} in {elapsed:.1f} s")
+        say_sent(f"sent {plural(count, noun)} to {args.topic} in {time.monotonic() - started:.1f} s")
         return 0
     if args.out is None or str(args.out) == "-":
         # A reader that goes away (`| head`) or a full disk: streams.cli.main reports it, as for every command.
@@ -226,8 +242,10 @@ async def publish(
     realtime: bool,
     *,
     security: KafkaSecurity = PLAINTEXT,
+    progress: Progress | None = None,
 ) -> int:
-    """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time."""
+    """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time. ``progress``
+    counts the records the broker confirmed, also when the publishing is cancelled (Ctrl-C)."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
     from streams.kafka.client import started as client_started
@@ -239,22 +257,45 @@ async def publish(
         max_request_size=4 * 1024 * 1024,
         **security.aiokafka_kwargs(),
     )
+    progress = progress if progress is not None else Progress()
     count = 0
-    async with client_started(producer, 30.0):
-        started = time.monotonic()
-        pending = []
-        for key, value in records:
-            if realtime:
-                delay = started + count / rate - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            pending.append(await producer.send(topic, value=value, key=key))
-            count += 1
-            if len(pending) >= 10_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
+    pending: list[asyncio.Future[Any]] = []
+    try:
+        async with client_started(producer, 30.0):
+            started = time.monotonic()
+            for key, value in records:
+                if realtime:
+                    delay = started + count / rate - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                pending.append(await producer.send(topic, value=value, key=key))
+                count += 1
+                if len(pending) >= 10_000:
+                    progress.confirmed += await _confirmed(pending)
+            progress.confirmed += await _confirmed(pending)
+    finally:  # the producer has stopped, which delivers what it holds: count what the broker confirmed
+        progress.confirmed += sum(1 for f in pending if f.done() and not f.cancelled() and f.exception() is None)
     return count
+
+
+@dataclasses.dataclass
+class Progress:
+    """What :func:`publish` has had confirmed so far."""
+
+    confirmed: int = 0
+
+
+async def _confirmed(pending: list[asyncio.Future[Any]]) -> int:
+    """Wait for every send of ``pending`` (raising the first failure) and empty it; how many there were.
+    ``asyncio.wait``, not ``gather``: a cancelled wait leaves the sends to the producer's stop, which delivers
+    them, where a cancelled gather would cancel each and the count would lose them."""
+    if pending:
+        await asyncio.wait(pending)
+    for future in pending:
+        future.result()
+    done = len(pending)
+    pending.clear()
+    return done
 
 
 __all__ = ["publish", "register", "run", "write_lines"]
