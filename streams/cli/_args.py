@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from streams.errors import CommandError, StdoutError, file_reason
-from streams.kafka.security import SECURITY_FLAGS
+from streams.kafka.security import FILE_VARIABLES, SECURITY_FLAGS
 from streams.topics import partition_count_problem, topic_name_problem
 from streams.worker import options
 from streams.worker.options import flag_value, integer, number
@@ -106,8 +106,9 @@ def bootstrap_setting(args: argparse.Namespace, command: str) -> str:
 
 #: Every flag that takes a file's path, whichever command has it (a positional by its name); and --data-dir.
 _FILE_FLAGS: Final = (
-    *("file", "--events", "--config", "--candidate", "--profiles", "--html", "--out", "--log-file", "--kafka-config"),
-    *("--cert", "--key", "--client-ca", "--ssl-cafile", "--ssl-certfile", "--ssl-keyfile"),
+    *("file", "--events", "--config", "--candidate", "--profiles", "--html", "--out", "--log-file"),
+    *("--cert", "--key", "--client-ca"),
+    *FILE_VARIABLES,
 )
 PATH_FLAGS: Final[dict[str, str]] = {**dict.fromkeys(_FILE_FLAGS, "file"), "--data-dir": "directory"}
 

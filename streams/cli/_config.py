@@ -52,8 +52,17 @@ def install_profiles(config: LoadedConfig, args: argparse.Namespace) -> list[str
 
 def _profiles_flag(profiles: Path | None) -> str:
     """``--profiles `` or, when the path is LOOPWATCH_PROFILES's (the flag's default), ``LOOPWATCH_PROFILES=``."""
+    return "LOOPWATCH_PROFILES=" if _from_variable(profiles) else "--profiles "
+
+
+def profiles_input(profiles: Path | None) -> tuple[str, Path | None]:
+    """(where, path) of the profiles file, as :func:`streams.cli._args.refuse_overwriting_inputs` names inputs."""
+    return ("--profiles via LOOPWATCH_PROFILES" if _from_variable(profiles) else "--profiles", profiles)
+
+
+def _from_variable(profiles: Path | None) -> bool:
     variable = os.environ.get("LOOPWATCH_PROFILES")
-    return "LOOPWATCH_PROFILES=" if variable and profiles == Path(variable) else "--profiles "
+    return bool(variable) and profiles == Path(str(variable))
 
 
 def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:

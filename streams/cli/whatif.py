@@ -18,7 +18,6 @@ import orjson
 
 from streams.audit.source import input_name, lines, read_events, read_records
 from streams.cli._args import (
-    PATH_FLAGS,
     Once,
     bootstrap,
     bootstrap_setting,
@@ -30,11 +29,16 @@ from streams.cli._args import (
     refuse_without,
     topic_name,
 )
-from streams.cli._config import install_profiles
+from streams.cli._config import install_profiles, profiles_input
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError, file_reason
-from streams.kafka.security import SECURITY_FLAGS, KafkaSecurityError, add_security_arguments, security_from_args
+from streams.kafka.security import (
+    KafkaSecurityError,
+    add_security_arguments,
+    client_files,
+    security_from_args,
+)
 from streams.profile_choice import add_profile_arguments
 from streams.whatif import (
     TABLE_LIMIT,
@@ -47,7 +51,7 @@ from streams.whatif import (
     to_json,
 )
 from streams.whatif.sweep import SWEEP_KEYS
-from streams.worker.settings import DEFAULT_BOOTSTRAP
+from streams.worker.settings import DEFAULT_BOOTSTRAP, environ
 
 
 def register(sub: Any) -> None:
@@ -117,9 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if args.events is not None:
         refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
-    client_files = ((flag, getattr(args, name)) for flag, name in SECURITY_FLAGS if flag in PATH_FLAGS)
-    inputs = ("--events", "--config", "--candidate", "--profiles")
-    files = (*((flag, getattr(args, flag[2:])) for flag in inputs), *client_files)
+    files = (
+        *((flag, getattr(args, flag[2:])) for flag in ("--events", "--config", "--candidate")),
+        profiles_input(args.profiles),
+        *client_files(args, environ() if args.topic is not None else {}),  # the variables count only with Kafka
+    )
     refuse_overwriting_inputs(args.html, "--html", files, "whatif")
     if args.limit is not None and args.format == "json":
         return _error("--limit does nothing with --format json", hint="the JSON lists every changed run; leave it out")

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 __all__ = [
     "ENV_PREFIX",
+    "FILE_VARIABLES",
     "PLAINTEXT",
     "PROTOCOLS",
     "SASL_MECHANISMS",
@@ -40,6 +41,7 @@ __all__ = [
     "KafkaSecurity",
     "KafkaSecurityError",
     "add_security_arguments",
+    "client_files",
     "load_properties",
     "security_from_args",
     "security_from_sources",
@@ -400,6 +402,31 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> tuple[tuple[str, 
 #: (flag, attribute) of every connection-security flag, for a command that must refuse them where it reads no
 #: topic (``replay --events``).
 SECURITY_FLAGS: Final = add_security_arguments(argparse.ArgumentParser(add_help=False))
+
+
+#: The flags whose value is a file the Kafka client reads, and the variable each falls back to.
+FILE_VARIABLES: Final = {
+    "--kafka-config": CONFIG_ENV,
+    "--ssl-cafile": _env_name("ssl.ca.location"),
+    "--ssl-certfile": _env_name("ssl.certificate.location"),
+    "--ssl-keyfile": _env_name("ssl.key.location"),
+}
+
+
+def client_files(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """(where, path) of each file the connection settings name: its flag's value, else its variable's (then
+    named ``--flag via VARIABLE``). What a command's own output must not overwrite."""
+    files = []
+    for flag, name in SECURITY_FLAGS:
+        variable = FILE_VARIABLES.get(flag)
+        value = getattr(args, name, None)
+        if variable is None:
+            continue
+        if value:
+            files.append((flag, str(value)))
+        elif env.get(variable):
+            files.append((f"{flag} via {variable}", env[variable]))
+    return tuple(files)
 
 
 def security_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> KafkaSecurity:

@@ -176,5 +176,15 @@ def test_a_report_over_one_of_its_own_inputs_is_refused_and_the_input_kept(empty
     result = lw(empty, *topic, "--html", "client.properties")  # the Kafka client's files are inputs too
     assert (result.code, result.err.split(":")[1]) == (2, " --html names the file given to --kafka-config"), result
     assert (empty / "client.properties").read_text(encoding="utf-8") == "security.protocol=SSL\n"
+    # Files named by variables are inputs too, and the line names the variable (it said --profiles).
+    (empty / "ca.pem").write_text("not a PEM", encoding="utf-8")
+    for variable, flag, path, argv in (
+        ("LOOPWATCH_PROFILES", "--profiles", "profiles.json5", base),
+        ("LOOPWATCH_KAFKA_CONFIG", "--kafka-config", "client.properties", topic[:-2]),
+        ("LOOPWATCH_KAFKA_SSL_CA_LOCATION", "--ssl-cafile", "ca.pem", topic[:-2]),
+    ):
+        result = lw(empty, *argv, "--html", path, env={variable: path})
+        assert (result.code, result.err.split(":")[1]) == (2, f" --html names the file given to {flag} via {variable}")
+    assert [(empty / n).read_text(encoding="utf-8") for n in ("profiles.json5", "ca.pem")] == ["{}", "not a PEM"]
     assert lw(empty, *base, "--html", "report.html").code == 0  # another file: written
     assert (empty / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
