@@ -83,8 +83,8 @@ class StdoutError(CommandError):
     """stdout cannot be written, reported by the command itself in its own words (``publish``: what it sent
     first); ``main`` then reports no second line for the same failure."""
 
-    def __init__(self, what: str, reason: str) -> None:
-        super().__init__(what, "stdout", reason)
+    def __init__(self, what: str, reason: str, *, code: int = EXIT_USAGE) -> None:
+        super().__init__(what, "stdout", reason, code=code)
 
 
 def fail(command: str, what: str, where: str | None = None, hint: str | None = None, *, code: int = EXIT_USAGE) -> int:

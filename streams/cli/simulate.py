@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import sys
 import time
@@ -35,7 +34,7 @@ from streams.cli._args import (
     topic_name,
 )
 from streams.cli._signals import settle
-from streams.errors import CommandError, file_reason
+from streams.errors import EXIT_INTERRUPTED, CommandError, file_reason
 from streams.kafka.security import (
     PLAINTEXT,
     SECURITY_FLAGS,
@@ -189,6 +188,10 @@ def run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         progress = Progress()
         noun = "record" if args.malformed else "event"
+
+        def sent(count: int) -> str:
+            return f"sent {plural(count, noun)} to {args.topic} in {time.monotonic() - started:.1f} s"
+
         try:
             count = asyncio.run(
                 publish(
@@ -202,14 +205,12 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
-            with contextlib.suppress(OSError):
-                sent = f"sent {plural(progress.confirmed, noun)} to {args.topic} in {time.monotonic() - started:.1f} s"
-                print(f"{sent}, then interrupted", flush=True)
+            say_sent(f"{sent(progress.confirmed)}, then interrupted", code=EXIT_INTERRUPTED)
             raise
         except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
             raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
         settle()  # every record is confirmed, as publish's
-        say_sent(f"sent {plural(count, noun)} to {args.topic} in {time.monotonic() - started:.1f} s")
+        say_sent(sent(count))
         return 0
     if args.out is None or str(args.out) == "-":
         # A reader that goes away (`| head`) or a full disk: streams.cli.main reports it, as for every command.
@@ -273,7 +274,8 @@ async def publish(
                 if len(pending) >= 10_000:
                     progress.confirmed += await _confirmed(pending)
             progress.confirmed += await _confirmed(pending)
-    finally:  # the producer has stopped, which delivers what it holds: count what the broker confirmed
+    finally:  # the producer has stopped, which delivers what it holds: count what the broker confirmed (a second
+        # Ctrl-C during that stop cuts it short: what it still delivered then is in Kafka but not in the count)
         progress.confirmed += sum(1 for f in pending if f.done() and not f.cancelled() and f.exception() is None)
     return count
 

@@ -46,15 +46,20 @@ def _published(bootstrap: str, topic: str) -> bool:
 def test_a_signal_stops_a_realtime_simulate_saying_what_it_sent_and_130(
     broker: EmbeddedBroker, empty: Path, sig: signal.Signals, run: int
 ) -> None:
-    topic = f"stopped-{sig.name.lower()}-{run}"
-    log = empty.parent / "simulate.log"  # stdout and stderr: simulate --bootstrap writes nothing to stdout
-    argv = ["simulate", "--bootstrap", broker.bootstrap, "--topic", topic, "--realtime", "--duration", "60"]
+    _interrupt_simulate(broker, empty, sig, f"stopped-{sig.name.lower()}-{run}", ["--realtime", "--duration", "60"])
+
+
+def _interrupt_simulate(broker: EmbeddedBroker, empty: Path, sig: signal.Signals, topic: str, pace: list[str]) -> None:
+    """Stop ``simulate --bootstrap`` with ``sig`` once it publishes: 130, and first the line saying how many of its
+    records are in Kafka (every record the producer held is delivered as it stops, and counted)."""
+    log = empty.parent / f"{topic}.log"  # stdout and stderr
+    argv = ["simulate", "--bootstrap", broker.bootstrap, "--topic", topic, *pace]
     proc = start_process([LOOPWATCH, *argv], env=clean_env(), log_path=log, cwd=empty)
     try:
         wait_until(
             lambda: proc.poll() is not None or _published(broker.bootstrap, topic),
             READY_TIMEOUT,
-            0.2,
+            0.05,
             message="simulate publishing",
         )
         assert proc.poll() is None, log.read_text(encoding="utf-8")
@@ -62,9 +67,33 @@ def test_a_signal_stops_a_realtime_simulate_saying_what_it_sent_and_130(
         code = stop_process(proc, 30, sig=sig)
     said = log.read_text(encoding="utf-8").splitlines()
     assert code == 130 and len(said) == 2 and said[1] == "loopwatch simulate: interrupted", said
-    # Before it, what is in Kafka: every record the producer held was delivered as it stopped, and counted.
     in_kafka = sum(true_end_offsets(broker.bootstrap, topic, range(_partitions(broker.bootstrap, topic))).values())
     assert re.fullmatch(rf"sent {in_kafka} events to {topic} in \d+\.\d s, then interrupted", said[0]), said
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_interrupted_simulate_whose_stdout_is_full_says_it_all_on_one_line(
+    broker: EmbeddedBroker, empty: Path
+) -> None:
+    """The count could not be written, and the failure then turned the status into 2 with a second line."""
+    topic = "interrupted-full"
+    argv = ["simulate", "--bootstrap", broker.bootstrap, "--topic", topic, "--realtime", "--duration", "60"]
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.Popen([LOOPWATCH, *argv], cwd=empty, env=clean_env(), stdout=full, stderr=PIPE)
+    try:
+        wait_until(lambda: proc.poll() is not None or _published(broker.bootstrap, topic), READY_TIMEOUT, 0.2,
+                   message="simulate publishing")  # fmt: skip
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop_process(proc, 5)
+    in_kafka = sum(true_end_offsets(broker.bootstrap, topic, range(_partitions(broker.bootstrap, topic))).values())
+    assert proc.returncode == 130 and re.fullmatch(
+        rf"loopwatch simulate: sent {in_kafka} events to {topic} in \d+\.\d s, then interrupted, but cannot write "
+        r"that to the output \(stdout\): No space left on device\n",
+        err.decode(),
+    ), err
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
