@@ -62,7 +62,7 @@ def profiles_input(profiles: Path | None) -> tuple[str, Path | None]:
 
 def _from_variable(profiles: Path | None) -> bool:
     variable = os.environ.get("LOOPWATCH_PROFILES")
-    return bool(variable) and profiles == Path(str(variable))
+    return variable is not None and variable != "" and profiles == Path(variable)
 
 
 def note_detection_off(config: LoadedConfig, command: str, flag: str = "--config") -> None:

@@ -77,6 +77,11 @@ def _env_name(prop: str) -> str:
     return ENV_PREFIX + prop.upper().replace(".", "_")
 
 
+def _secret_file_variable(prop: str) -> str:
+    """The variable naming a file that holds the secret ``prop`` (``LOOPWATCH_KAFKA_SASL_PASSWORD_FILE``)."""
+    return _env_name(prop) + "_FILE"
+
+
 def _refuse_unused(protocol: str, hint: str, *settings: tuple[str, str | None]) -> None:
     """Settings the protocol would silently ignore are an error: the user meant something else."""
     given = [prop for prop, value in settings if value]
@@ -287,7 +292,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, str]:
         name = _env_name(prop)
         value = env.get(name, "")
         if secret:
-            file_name = name + "_FILE"
+            file_name = _secret_file_variable(prop)
             path = env.get(file_name, "")
             if value and path:
                 raise KafkaSecurityError(f"set {name} or {file_name}, not both")
@@ -404,18 +409,20 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> tuple[tuple[str, 
 SECURITY_FLAGS: Final = add_security_arguments(argparse.ArgumentParser(add_help=False))
 
 
-#: The flags whose value is a file the Kafka client reads, and the variable each falls back to.
-FILE_VARIABLES: Final = {
-    "--kafka-config": CONFIG_ENV,
-    "--ssl-cafile": _env_name("ssl.ca.location"),
-    "--ssl-certfile": _env_name("ssl.certificate.location"),
-    "--ssl-keyfile": _env_name("ssl.key.location"),
+#: The TLS files' flags and properties.
+_TLS_FILES: Final = {
+    "--ssl-cafile": "ssl.ca.location",
+    "--ssl-certfile": "ssl.certificate.location",
+    "--ssl-keyfile": "ssl.key.location",
 }
+#: The flags whose value is a file the Kafka client reads, and the variable each falls back to.
+FILE_VARIABLES: Final = {"--kafka-config": CONFIG_ENV, **{flag: _env_name(prop) for flag, prop in _TLS_FILES.items()}}
 
 
 def client_files(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """(where, path) of each file the connection settings name: its flag's value, else its variable's (then
-    named ``--flag via VARIABLE``). What a command's own output must not overwrite."""
+    """(where, path) of each file the connection settings name: a flag's value, else its variable's (then named
+    ``--flag via VARIABLE``), the secrets' ``*_FILE`` variables, and the TLS files the properties file names.
+    What a command's own output must not overwrite."""
     files = []
     for flag, name in SECURITY_FLAGS:
         variable = FILE_VARIABLES.get(flag)
@@ -426,6 +433,18 @@ def client_files(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[tupl
             files.append((flag, str(value)))
         elif env.get(variable):
             files.append((f"{flag} via {variable}", env[variable]))
+    for prop, (_, secret) in _PROPERTIES.items():
+        variable = _secret_file_variable(prop)
+        if secret and env.get(variable):
+            files.append((variable, env[variable]))
+    config_file = getattr(args, "kafka_config", None) or env.get(CONFIG_ENV)
+    try:
+        named = load_properties(config_file) if config_file else {}
+    except KafkaSecurityError:  # reported as such when the connection is set up
+        named = {}
+    for prop in _TLS_FILES.values():
+        if named.get(prop):
+            files.append((f"{prop} in the Kafka client properties file", named[prop]))
     return tuple(files)
 
 

@@ -185,6 +185,19 @@ def test_a_report_over_one_of_its_own_inputs_is_refused_and_the_input_kept(empty
     ):
         result = lw(empty, *argv, "--html", path, env={variable: path})
         assert (result.code, result.err.split(":")[1]) == (2, f" --html names the file given to {flag} via {variable}")
-    assert [(empty / n).read_text(encoding="utf-8") for n in ("profiles.json5", "ca.pem")] == ["{}", "not a PEM"]
+    # And the files only a variable or the properties file names: a password file, the TLS files in it.
+    (empty / "pw.txt").write_text("secret\n", encoding="utf-8")
+    (empty / "tls.properties").write_text("security.protocol=SSL\nssl.ca.location=ca.pem\n", encoding="utf-8")
+    for env, path, where in (
+        ({"LOOPWATCH_KAFKA_SASL_PASSWORD_FILE": "pw.txt"}, "pw.txt", "LOOPWATCH_KAFKA_SASL_PASSWORD_FILE"),
+        ({"LOOPWATCH_KAFKA_CONFIG": "tls.properties"}, "ca.pem", "ssl.ca.location in the Kafka client properties file"),
+    ):
+        result = lw(empty, *topic[:-2], "--html", path, env=env)
+        assert (result.code, result.err.split(":")[1]) == (2, f" --html names the file given to {where}"), result
+    assert [(empty / n).read_text(encoding="utf-8") for n in ("profiles.json5", "ca.pem", "pw.txt")] == [
+        "{}",
+        "not a PEM",
+        "secret\n",
+    ]
     assert lw(empty, *base, "--html", "report.html").code == 0  # another file: written
     assert (empty / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
