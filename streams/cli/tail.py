@@ -110,9 +110,9 @@ def _note_verdict_filters(record: dict[str, Any], topic: str, args: argparse.Nam
         return
     noun = kind.replace("_", "-")
     if getattr(args, "decision", None) is not None and "decision" not in record:
-        warn("tail", f"--decision keeps only verdicts, and {topic} holds {noun} records: it shows none of them")
+        warn("tail", f"--decision keeps only verdicts; {topic} has {noun} records, which it leaves out")
     elif getattr(args, "escalations", False):
-        warn("tail", f"--escalations applies to verdicts only; {topic} holds {noun} records: they show unfiltered")
+        warn("tail", f"--escalations applies to verdicts only; {topic} has {noun} records, which it shows unfiltered")
     else:
         return
     noted.add(topic)

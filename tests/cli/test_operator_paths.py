@@ -269,14 +269,14 @@ def test_verdict_filters_on_a_topic_of_events_say_so_once(empty: Path, bootstrap
     decision = lw(empty, *common, "--decision", "warning", "--timeout", "3")
     assert (decision.code, decision.out) == (0, "")
     assert decision.err == (
-        "loopwatch tail: warning: --decision keeps only verdicts, and loopwatch.events holds event records: it "
-        "shows none of them\n"
+        "loopwatch tail: warning: --decision keeps only verdicts; loopwatch.events has event records, which it leaves "
+        "out\n"
     )
     escalations = lw(empty, *common, "--escalations", "--max", "5", "--timeout", "30")
     assert escalations.code == 0 and len(escalations.out.splitlines()) == 5
     assert escalations.err == (
-        "loopwatch tail: warning: --escalations applies to verdicts only; loopwatch.events holds event records: "
-        "they show unfiltered\n"
+        "loopwatch tail: warning: --escalations applies to verdicts only; loopwatch.events has event records, which "
+        "it shows unfiltered\n"
     )
 
 
