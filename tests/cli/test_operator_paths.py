@@ -456,54 +456,42 @@ def test_every_topic_flag_refuses_a_name_kafka_refuses(empty: Path, args: tuple[
 
 @pytest.mark.integration
 @pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
-def test_publish_says_what_it_sent_when_its_summary_cannot_be_written(empty: Path, bootstrap: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "count", "said"),
+    [
+        (["publish", "events.jsonl", "--partitions", "2"], 12, ""),
+        (["simulate", "--gateways", "2", "--rate", "20", "--duration", "1"], 20, r" in \d+\.\d s"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else None,
+)
+def test_a_sending_command_says_what_it_sent_on_stdout_even_when_that_fails(
+    empty: Path, bootstrap: str, argv: list[str], count: int, said: str
+) -> None:
     """``publish > /dev/full`` sent every event, then said only "cannot write the output" (exit 2), so a retry
-    sent them twice; ``publish >&-`` did the same. A closed stdout is now refused before anything is sent, and a
-    full one names what was sent in its one line."""
+    sent them twice; ``publish >&-`` did the same; ``simulate --bootstrap`` said "published N records" on stderr.
+    Both now end with the same line on stdout; a closed stdout is refused before anything is sent, and a full one
+    names what was sent in its one line."""
+    command = argv[0]
 
     def published(topic: str) -> int:
-        return sum(asyncio.run(end_offsets(bootstrap, [(topic, p) for p in range(2)], timeout=15.0)).values())
+        partitions = range(asyncio.run(partition_counts(bootstrap))[topic])
+        return sum(asyncio.run(end_offsets(bootstrap, [(topic, p) for p in partitions], timeout=15.0)).values())
 
-    base = ["publish", "events.jsonl", "--bootstrap", bootstrap, "--partitions", "2"]
+    def line(topic: str) -> str:
+        return rf"sent {count} events to {re.escape(topic)}{said}"
+
+    base = [*argv, "--bootstrap", bootstrap]
+    sent = lw(empty, *base, "--topic", f"{command}-said")
+    assert sent.code == 0 and sent.err == "" and re.fullmatch(line(f"{command}-said") + "\n", sent.out), sent
+    assert published(f"{command}-said") == count
     closed = subprocess.run(
-        ["sh", "-c", 'exec "$0" "$@" >&-', LOOPWATCH, *base, "--topic", "closed.events"],
+        ["sh", "-c", 'exec "$0" "$@" >&-', LOOPWATCH, *base, "--topic", f"{command}-closed"],
         cwd=empty, env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert (closed.returncode, closed.stderr) == (2, "loopwatch publish: cannot write the output (stdout): standard "
-        "output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)\n")  # fmt: skip
-    assert "closed.events" not in asyncio.run(partition_counts(bootstrap))
-    code, err = run_into(empty, [*base, "--topic", "full.events"], FULL)
-    assert (code, err) == (2, "loopwatch publish: sent 12 events to full.events, but cannot write that to the "
-        "output (stdout): No space left on device\n")  # fmt: skip
-    assert published("full.events") == 12
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
-def test_simulate_says_what_it_sent_on_stdout_as_publish_does(empty: Path, bootstrap: str) -> None:
-    """``simulate --bootstrap`` said "published N records ..." on stderr, where publish says "sent N events" on
-    stdout; now both end with the same line, by the same rules for a closed or a full stdout."""
-
-    def published(topic: str) -> int:
-        count = asyncio.run(partition_counts(bootstrap))[topic]
-        return sum(asyncio.run(end_offsets(bootstrap, [(topic, p) for p in range(count)], timeout=15.0)).values())
-
-    base = ["simulate", "--bootstrap", bootstrap, "--gateways", "2", "--rate", "20", "--duration", "1"]
-    sent = lw(empty, *base, "--topic", "said.events")
-    assert sent.code == 0 and sent.err == "", sent.err
-    assert re.fullmatch(r"sent 20 events to said\.events in \d+\.\d s\n", sent.out), sent.out
-    assert published("said.events") == 20
-    closed = subprocess.run(
-        ["sh", "-c", 'exec "$0" "$@" >&-', LOOPWATCH, *base, "--topic", "sim-closed.events"],
-        cwd=empty, env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert (closed.returncode, closed.stderr) == (2, "loopwatch simulate: cannot write the output (stdout): standard "
-        "output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)\n")  # fmt: skip
-    assert "sim-closed.events" not in asyncio.run(partition_counts(bootstrap))
-    code, err = run_into(empty, [*base, "--topic", "sim-full.events"], FULL)
-    assert code == 2 and re.fullmatch(
-        r"loopwatch simulate: sent 20 events to sim-full\.events in \d+\.\d s, but cannot write that to the output "
-        r"\(stdout\): No space left on device\n",
-        err,
-    ), err
-    assert published("sim-full.events") == 20
+    assert (closed.returncode, closed.stderr) == (2, f"loopwatch {command}: cannot write the output (stdout): "
+        "standard output is closed; redirect it to a file or to /dev/null instead of closing it (>&-)\n")  # fmt: skip
+    assert f"{command}-closed" not in asyncio.run(partition_counts(bootstrap))
+    code, err = run_into(empty, [*base, "--topic", f"{command}-full"], FULL)
+    full = rf"loopwatch {command}: {line(f'{command}-full')}, but cannot write that to the output \(stdout\): No space "
+    assert code == 2 and re.fullmatch(full + "left on device\n", err), err
+    assert published(f"{command}-full") == count
