@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from streams.errors import EXIT_USAGE, CommandError, StdoutError, file_reason
+from streams.errors import CommandError, StdoutError, file_reason
 from streams.kafka.security import FILE_VARIABLES, SECURITY_FLAGS
 from streams.topics import partition_count_problem, topic_name_problem
 from streams.worker import options
@@ -262,21 +262,3 @@ class Once(argparse.Action):
         if getattr(namespace, self.dest, None) is not None:
             raise argparse.ArgumentError(self, "given twice: it takes one value")
         setattr(namespace, self.dest, values)
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 event``, ``2 events``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def say_sent(summary: str, *, code: int = EXIT_USAGE) -> None:
-    """The line a command that published records ends with, on stdout. A full disk there still ends with a line
-    that says what was sent (the records are in Kafka all the same, and a retry would send them twice), with
-    status ``code``."""
-    try:
-        print(summary, flush=True)
-    except BrokenPipeError:
-        raise  # the reader went away (... | head): 141, as for every command
-    except OSError as exc:
-        what = f"{summary}, but cannot write that to the output"
-        raise StdoutError(what, exc.strerror or str(exc), code=code) from None

@@ -21,14 +21,13 @@ from streams.cli._args import (
     bootstrap_setting,
     open_events,
     partition_count,
-    plural,
     require_stdout,
-    say_sent,
     topic_name,
 )
+from streams.cli._sending import Progress, plural, say_sent, send_counted
 from streams.cli._signals import settle
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.errors import EXIT_USAGE, CommandError
+from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError
 from streams.kafka.client import (
     broker_count,
     kafka_failure,
@@ -120,8 +119,10 @@ async def send_all(
     partitions: int,
     raw: bool,
     security: KafkaSecurity = PLAINTEXT,
+    progress: Progress | None = None,
 ) -> int:
-    """Create the topic if missing, send every record in order and wait for all acknowledgements."""
+    """Create the topic if missing, send every record in order and wait for all acknowledgements; ``progress``
+    keeps what the broker confirmed, also when the sending is cancelled (Ctrl-C)."""
     from aiokafka import AIOKafkaProducer
 
     from streams.kafka.admin import ensure_topics
@@ -138,9 +139,7 @@ async def send_all(
         client_id="loopwatch-publish",
     )
     async with started(producer, 15.0):
-        futures = [await producer.send(topic, value, key=key) for key, value in records]
-        await asyncio.gather(*futures)
-    return len(futures)
+        return await send_counted(producer, topic, records, progress if progress is not None else Progress())
 
 
 def _partitions(args: argparse.Namespace) -> int:
@@ -168,14 +167,27 @@ def run(args: argparse.Namespace) -> int:
     with open_events(args.file) as source:
         records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))
     preflight(args.bootstrap, security)
+    progress = Progress()
+    noun = "record" if args.raw else "event"
     try:
         sent = asyncio.run(
-            send_all(args.bootstrap, args.topic, records, partitions=partitions, raw=args.raw, security=security)
+            send_all(
+                args.bootstrap,
+                args.topic,
+                records,
+                partitions=partitions,
+                raw=args.raw,
+                security=security,
+                progress=progress,
+            )
         )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
+        say_sent(f"sent {plural(progress.delivered(), noun)} to {args.topic}, then interrupted", code=EXIT_INTERRUPTED)
+        raise
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
         raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
     settle()  # every record is confirmed: a Ctrl-C now would only make the summary below a lie
-    summary = f"sent {plural(sent, 'record' if args.raw else 'event')} to {args.topic}"
+    summary = f"sent {plural(sent, noun)} to {args.topic}"
     summary += f"; refused {plural(refused, 'invalid line')}" if refused else ""
     say_sent(summary)
     return EXIT_USAGE if refused else 0

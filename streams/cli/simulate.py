@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 import time
 from collections.abc import Iterator
@@ -25,14 +24,13 @@ from streams.cli._args import (
     any_int,
     bootstrap,
     fraction,
-    plural,
     positive_float,
     positive_int,
     refuse_without,
     require_stdout,
-    say_sent,
     topic_name,
 )
+from streams.cli._sending import Progress, plural, say_sent, send_counted
 from streams.cli._signals import settle
 from streams.errors import EXIT_INTERRUPTED, CommandError, file_reason
 from streams.kafka.security import (
@@ -205,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
-            say_sent(f"{sent(progress.confirmed)}, then interrupted", code=EXIT_INTERRUPTED)
+            say_sent(f"{sent(progress.delivered())}, then interrupted", code=EXIT_INTERRUPTED)
             raise
         except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
             raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
@@ -246,7 +244,7 @@ async def publish(
     progress: Progress | None = None,
 ) -> int:
     """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time. ``progress``
-    counts the records the broker confirmed, also when the publishing is cancelled (Ctrl-C)."""
+    keeps what the broker confirmed, also when the publishing is cancelled (Ctrl-C)."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
     from streams.kafka.client import started as client_started
@@ -258,46 +256,10 @@ async def publish(
         max_request_size=4 * 1024 * 1024,
         **security.aiokafka_kwargs(),
     )
-    progress = progress if progress is not None else Progress()
-    count = 0
-    pending: list[asyncio.Future[Any]] = []
-    try:
-        async with client_started(producer, 30.0):
-            started = time.monotonic()
-            for key, value in records:
-                if realtime:
-                    delay = started + count / rate - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                pending.append(await producer.send(topic, value=value, key=key))
-                count += 1
-                if len(pending) >= 10_000:
-                    progress.confirmed += await _confirmed(pending)
-            progress.confirmed += await _confirmed(pending)
-    finally:  # the producer has stopped, which delivers what it holds: count what the broker confirmed (a second
-        # Ctrl-C during that stop cuts it short: what it still delivered then is in Kafka but not in the count)
-        progress.confirmed += sum(1 for f in pending if f.done() and not f.cancelled() and f.exception() is None)
-    return count
-
-
-@dataclasses.dataclass
-class Progress:
-    """What :func:`publish` has had confirmed so far."""
-
-    confirmed: int = 0
-
-
-async def _confirmed(pending: list[asyncio.Future[Any]]) -> int:
-    """Wait for every send of ``pending`` (raising the first failure) and empty it; how many there were.
-    ``asyncio.wait``, not ``gather``: a cancelled wait leaves the sends to the producer's stop, which delivers
-    them, where a cancelled gather would cancel each and the count would lose them."""
-    if pending:
-        await asyncio.wait(pending)
-    for future in pending:
-        future.result()
-    done = len(pending)
-    pending.clear()
-    return done
+    async with client_started(producer, 30.0):
+        return await send_counted(
+            producer, topic, records, progress if progress is not None else Progress(), rate=rate if realtime else 0.0
+        )
 
 
 __all__ = ["publish", "register", "run", "write_lines"]

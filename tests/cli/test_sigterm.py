@@ -21,7 +21,7 @@ import pytest
 
 from streams.devbroker import EmbeddedBroker
 from streams.kafka.client import partition_counts
-from tests.support.cli import LOOPWATCH, READY_TIMEOUT, clean_env
+from tests.support.cli import LOOPWATCH, READY_TIMEOUT, clean_env, lw
 from tests.support.kafka import true_end_offsets
 from tests.support.procs import start_process, stop_process, wait_until
 
@@ -46,29 +46,52 @@ def _published(bootstrap: str, topic: str) -> bool:
 def test_a_signal_stops_a_realtime_simulate_saying_what_it_sent_and_130(
     broker: EmbeddedBroker, empty: Path, sig: signal.Signals, run: int
 ) -> None:
-    _interrupt_simulate(broker, empty, sig, f"stopped-{sig.name.lower()}-{run}", ["--realtime", "--duration", "60"])
+    topic = f"stopped-{sig.name.lower()}-{run}"
+    argv = ["simulate", "--bootstrap", broker.bootstrap, "--topic", topic, "--realtime", "--duration", "60"]
+    _interrupt(broker, empty, sig, topic, argv, rf"sent (\d+) events to {topic} in \d+\.\d s, then interrupted")
 
 
-def _interrupt_simulate(broker: EmbeddedBroker, empty: Path, sig: signal.Signals, topic: str, pace: list[str]) -> None:
-    """Stop ``simulate --bootstrap`` with ``sig`` once it publishes: 130, and first the line saying how many of its
-    records are in Kafka (every record the producer held is delivered as it stops, and counted)."""
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_publish_sends_says_what_it_sent_and_130(
+    broker: EmbeddedBroker, empty: Path, big: Path, sig: signal.Signals
+) -> None:
+    """publish said only "interrupted": what a user should send again was unknown."""
+    topic = f"publish-{sig.name.lower()}"
+    argv = ["publish", str(big), "--bootstrap", broker.bootstrap, "--topic", topic]
+    _interrupt(broker, empty, sig, topic, argv, rf"sent (\d+) events to {topic}, then interrupted")
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120,000 events: publish takes a few seconds to send them, so a signal lands while it sends."""
+    home = tmp_path_factory.mktemp("big")
+    assert lw(home, "simulate", "--rate", "2000", "--duration", "60", "--out", "big.jsonl").code == 0
+    return home / "big.jsonl"
+
+
+def _interrupt(
+    broker: EmbeddedBroker, empty: Path, sig: signal.Signals, topic: str, argv: list[str], line: str
+) -> None:
+    """Stop ``loopwatch ARGV`` with ``sig`` once records of ``topic`` reach the broker: 130, and first ``line``,
+    whose count is what is in Kafka (every record the producer held is delivered as it stops, and counted)."""
     log = empty.parent / f"{topic}.log"  # stdout and stderr
-    argv = ["simulate", "--bootstrap", broker.bootstrap, "--topic", topic, *pace]
     proc = start_process([LOOPWATCH, *argv], env=clean_env(), log_path=log, cwd=empty)
     try:
         wait_until(
             lambda: proc.poll() is not None or _published(broker.bootstrap, topic),
             READY_TIMEOUT,
             0.05,
-            message="simulate publishing",
+            message=f"{argv[0]} publishing",
         )
         assert proc.poll() is None, log.read_text(encoding="utf-8")
     finally:
         code = stop_process(proc, 30, sig=sig)
     said = log.read_text(encoding="utf-8").splitlines()
-    assert code == 130 and len(said) == 2 and said[1] == "loopwatch simulate: interrupted", said
+    assert code == 130 and len(said) == 2 and said[1] == f"loopwatch {argv[0]}: interrupted", said
     in_kafka = sum(true_end_offsets(broker.bootstrap, topic, range(_partitions(broker.bootstrap, topic))).values())
-    assert re.fullmatch(rf"sent {in_kafka} events to {topic} in \d+\.\d s, then interrupted", said[0]), said
+    counted = re.fullmatch(line, said[0])
+    assert counted is not None and int(counted.group(1)) == in_kafka, (said, in_kafka)
 
 
 @pytest.mark.integration
