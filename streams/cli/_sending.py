@@ -1,7 +1,8 @@
 """How the commands that publish records (``publish``, ``simulate --bootstrap``) send them and say what they sent.
 
-Both end with one line on stdout, ``sent N events to TOPIC``, also when they are interrupted (then with
-``, then interrupted``): N counts what the broker confirmed, so a user knows what is in Kafka before sending again.
+Both end with one line on stdout, ``sent N events to TOPIC`` (each command adds its own details), also when they
+are interrupted while sending (then with ``, then interrupted``): N counts what the broker confirmed, so a user
+knows what is in Kafka before sending again.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
-from streams.errors import EXIT_USAGE, StdoutError
+from streams.cli._signals import settle
+from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, StdoutError
+from streams.kafka.security import KafkaSecurity
 
 #: Sends awaited at a time, so that a long run does not keep every future.
 BLOCK = 10_000
@@ -24,6 +27,7 @@ class Progress:
 
     confirmed: int = 0
     held: list[asyncio.Future[Any]] = dataclasses.field(default_factory=list)
+    finished: bool = False  # every record was sent and confirmed: a signal after that interrupts nothing
 
     def delivered(self) -> int:
         """The records in Kafka once the producer has stopped (its stop delivers what it holds): an interrupted
@@ -33,10 +37,17 @@ class Progress:
 
 
 async def send_counted(
-    producer: Any, topic: str, records: Iterable[tuple[bytes | None, bytes]], progress: Progress, *, rate: float = 0.0
+    producer: Any,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    progress: Progress | None = None,
+    *,
+    rate: float = 0.0,
 ) -> int:
     """Send every record with the started ``producer`` (``rate`` a second when above 0) and wait for each
-    confirmation; how many were sent. ``progress`` keeps the count, also when this is cancelled."""
+    confirmation; how many were sent. ``progress`` keeps the count, also when this is cancelled. A failed send
+    ends the sending at the end of its block of :data:`BLOCK`."""
+    progress = progress if progress is not None else Progress()
     count = 0
     started = time.monotonic()
     for key, value in records:
@@ -49,6 +60,7 @@ async def send_counted(
         if len(progress.held) >= BLOCK:
             progress.confirmed += await _confirmed(progress.held)
     progress.confirmed += await _confirmed(progress.held)
+    progress.finished = True
     return count
 
 
@@ -58,11 +70,40 @@ async def _confirmed(pending: list[asyncio.Future[Any]]) -> int:
     them, where a cancelled gather would cancel each and the count would lose them."""
     if pending:
         await asyncio.wait(pending)
-    for future in pending:
-        future.result()
+    failures = [f.exception() for f in pending]  # each read, so that asyncio reports none as never retrieved
+    failure = next((exc for exc in failures if exc is not None), None)
+    if failure is not None:
+        raise failure
     done = len(pending)
     pending.clear()
     return done
+
+
+def run_counted(
+    sending: Coroutine[Any, Any, int],
+    progress: Progress,
+    summary: Callable[[int], str],
+    *,
+    topic: str,
+    bootstrap: str,
+    security: KafkaSecurity,
+) -> None:
+    """Run a command's ``sending`` to ``topic`` (which keeps ``progress``) and end with its ``summary`` line. Ctrl-C
+    or SIGTERM while it sends: the line says what is in Kafka and ``, then interrupted``, and the interrupt goes on
+    (130). A failure is one line (:func:`streams.kafka.client.kafka_failure`)."""
+    try:
+        count = asyncio.run(sending)
+    except KeyboardInterrupt:
+        if not progress.finished:
+            say_sent(f"{summary(progress.delivered())}, then interrupted", code=EXIT_INTERRUPTED)
+            raise
+        count = progress.confirmed  # every record was confirmed before the signal: nothing was interrupted
+    except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
+        from streams.kafka.client import kafka_failure
+
+        raise kafka_failure(exc, f"cannot publish to {topic}", bootstrap, security) from None
+    settle()  # every record is confirmed: a Ctrl-C now would only make the summary a lie
+    say_sent(summary(count))
 
 
 def plural(count: int, noun: str) -> str:

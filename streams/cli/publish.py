@@ -9,7 +9,6 @@ unchecked, keyed by scope key when one can be derived: that is how tests feed th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +23,11 @@ from streams.cli._args import (
     require_stdout,
     topic_name,
 )
-from streams.cli._sending import Progress, plural, say_sent, send_counted
-from streams.cli._signals import settle
+from streams.cli._sending import Progress, plural, run_counted, send_counted
 from streams.decode import InvalidEvent, decode_event, scope_key
-from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError
+from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import (
     broker_count,
-    kafka_failure,
     partition_counts,
     preflight,
     scope_key_from_raw,
@@ -139,7 +136,7 @@ async def send_all(
         client_id="loopwatch-publish",
     )
     async with started(producer, 15.0):
-        return await send_counted(producer, topic, records, progress if progress is not None else Progress())
+        return await send_counted(producer, topic, records, progress)
 
 
 def _partitions(args: argparse.Namespace) -> int:
@@ -168,26 +165,13 @@ def run(args: argparse.Namespace) -> int:
         records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))
     preflight(args.bootstrap, security)
     progress = Progress()
-    noun = "record" if args.raw else "event"
-    try:
-        sent = asyncio.run(
-            send_all(
-                args.bootstrap,
-                args.topic,
-                records,
-                partitions=partitions,
-                raw=args.raw,
-                security=security,
-                progress=progress,
-            )
-        )
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
-        say_sent(f"sent {plural(progress.delivered(), noun)} to {args.topic}, then interrupted", code=EXIT_INTERRUPTED)
-        raise
-    except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
-        raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
-    settle()  # every record is confirmed: a Ctrl-C now would only make the summary below a lie
-    summary = f"sent {plural(sent, noun)} to {args.topic}"
-    summary += f"; refused {plural(refused, 'invalid line')}" if refused else ""
-    say_sent(summary)
+
+    def summary(count: int) -> str:
+        said = f"sent {plural(count, 'record' if args.raw else 'event')} to {args.topic}"
+        return said + (f"; refused {plural(refused, 'invalid line')}" if refused else "")
+
+    sending = send_all(
+        args.bootstrap, args.topic, records, partitions=partitions, raw=args.raw, security=security, progress=progress
+    )
+    run_counted(sending, progress, summary, topic=args.topic, bootstrap=args.bootstrap, security=security)
     return EXIT_USAGE if refused else 0

@@ -13,7 +13,6 @@ valid). A flag that would change nothing is refused rather than ignored: the Kaf
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from collections.abc import Iterator
@@ -30,9 +29,8 @@ from streams.cli._args import (
     require_stdout,
     topic_name,
 )
-from streams.cli._sending import Progress, plural, say_sent, send_counted
-from streams.cli._signals import settle
-from streams.errors import EXIT_INTERRUPTED, CommandError, file_reason
+from streams.cli._sending import Progress, plural, run_counted, send_counted
+from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
     PLAINTEXT,
     SECURITY_FLAGS,
@@ -175,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     if args.topic is None:
         args.topic = EVENTS_TOPIC
     if args.bootstrap:
-        from streams.kafka.client import kafka_failure, preflight
+        from streams.kafka.client import preflight
 
         try:
             security = security_from_args(args)
@@ -190,25 +188,10 @@ def run(args: argparse.Namespace) -> int:
         def sent(count: int) -> str:
             return f"sent {plural(count, noun)} to {args.topic} in {time.monotonic() - started:.1f} s"
 
-        try:
-            count = asyncio.run(
-                publish(
-                    _records(args),
-                    args.bootstrap,
-                    args.topic,
-                    args.rate,
-                    args.realtime,
-                    security=security,
-                    progress=progress,
-                )
-            )
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: say what is in Kafka, then the one "interrupted" line
-            say_sent(f"{sent(progress.delivered())}, then interrupted", code=EXIT_INTERRUPTED)
-            raise
-        except Exception as exc:  # Kafka errors, timeouts, TLS failures: one line, never a secret
-            raise kafka_failure(exc, f"cannot publish to {args.topic}", args.bootstrap, security) from None
-        settle()  # every record is confirmed, as publish's
-        say_sent(sent(count))
+        traffic = publish(
+            _records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security, progress=progress
+        )
+        run_counted(traffic, progress, sent, topic=args.topic, bootstrap=args.bootstrap, security=security)
         return 0
     if args.out is None or str(args.out) == "-":
         # A reader that goes away (`| head`) or a full disk: streams.cli.main reports it, as for every command.
@@ -257,9 +240,7 @@ async def publish(
         **security.aiokafka_kwargs(),
     )
     async with client_started(producer, 30.0):
-        return await send_counted(
-            producer, topic, records, progress if progress is not None else Progress(), rate=rate if realtime else 0.0
-        )
+        return await send_counted(producer, topic, records, progress, rate=rate if realtime else 0.0)
 
 
 __all__ = ["publish", "register", "run", "write_lines"]

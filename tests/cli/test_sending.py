@@ -8,6 +8,7 @@ sending waits for a block of sends, where a wait that cancelled them (``asyncio.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -19,14 +20,17 @@ class HeldProducer:
     """Holds every send after the first ``prompt`` until ``stop``, which delivers them all (``deliver=False``: a
     sender that died)."""
 
-    def __init__(self, *, prompt: int = 0, deliver: bool = True) -> None:
+    def __init__(self, *, prompt: int = 0, deliver: bool = True, fail: frozenset[int] = frozenset()) -> None:
         self.futures: list[asyncio.Future[None]] = []
         self.prompt = prompt
         self.deliver = deliver
+        self.fail = fail  # the sends (by index) that fail at once
 
     async def send(self, topic: str, value: bytes, key: bytes | None) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if len(self.futures) < self.prompt:
+        if len(self.futures) in self.fail:
+            future.set_exception(RuntimeError(f"send {len(self.futures)} failed"))
+        elif len(self.futures) < self.prompt:
             future.set_result(None)
         self.futures.append(future)
         return future
@@ -78,12 +82,30 @@ def test_sends_that_were_never_delivered_are_not_counted() -> None:
 def test_an_uninterrupted_run_counts_every_record_and_keeps_no_future() -> None:
     progress = Progress()
     count = asyncio.run(send_counted(HeldProducer(prompt=3 * BLOCK), "t", records(2 * BLOCK + 3), progress))
-    assert (count, progress.confirmed, progress.delivered(), progress.held) == (
+    assert (count, progress.confirmed, progress.delivered(), progress.held, progress.finished) == (
         2 * BLOCK + 3,
         2 * BLOCK + 3,
         2 * BLOCK + 3,
         [],
+        True,
     )
+
+
+def test_a_failed_block_raises_its_first_failure_and_reads_every_other(caplog: pytest.LogCaptureFixture) -> None:
+    """The first failure in send order is the one reported; the others are read too, or asyncio prints "Future
+    exception was never retrieved" for each after the command's one line (a broker gone fails every send)."""
+
+    def run() -> tuple[str, bool, int]:
+        progress = Progress()
+        try:
+            asyncio.run(send_counted(HeldProducer(prompt=10, fail=frozenset({1, 2, 3})), "t", records(5), progress))
+        except RuntimeError as exc:
+            return str(exc), progress.finished, progress.confirmed  # as a failed command: nothing else reads them
+        raise AssertionError("no failure raised")
+
+    assert run() == ("send 1 failed", False, 0)
+    gc.collect()  # the failed futures are gone: each unread exception would be logged now
+    assert "never retrieved" not in caplog.text
 
 
 def test_the_count_is_plural_only_when_it_should_be() -> None:
