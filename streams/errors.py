@@ -48,8 +48,8 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (
         EXIT_INTERRUPTED,
         "interrupted by Ctrl-C or SIGTERM before the command could finish (a worker: by Ctrl-C before it started, "
-        "while it checks or waits for Kafka; publish and simulate --bootstrap first say on stdout how many of their "
-        "records are in Kafka)",
+        "while it checks or waits for Kafka; publish and simulate --bootstrap, once they send, first say on stdout how "
+        "many of their records are in Kafka)",
     ),
     (EXIT_BROKEN_PIPE, "the reader of stdout went away (loopwatch replay ... | head)"),
 )
