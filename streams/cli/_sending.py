@@ -95,7 +95,7 @@ def run_counted(
         count = asyncio.run(sending)
     except KeyboardInterrupt:
         if not progress.finished:
-            say_sent(f"{summary(progress.delivered())}, then interrupted", code=EXIT_INTERRUPTED)
+            _say_sent(f"{summary(progress.delivered())}, then interrupted", code=EXIT_INTERRUPTED)
             raise
         count = progress.confirmed  # every record was confirmed before the signal: nothing was interrupted
     except Exception as exc:  # Kafka errors, timeouts, topic mismatches, TLS failures
@@ -103,7 +103,7 @@ def run_counted(
 
         raise kafka_failure(exc, f"cannot publish to {topic}", bootstrap, security) from None
     settle()  # every record is confirmed: a Ctrl-C now would only make the summary a lie
-    say_sent(summary(count))
+    _say_sent(summary(count))
 
 
 def plural(count: int, noun: str) -> str:
@@ -111,7 +111,7 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def say_sent(summary: str, *, code: int = EXIT_USAGE) -> None:
+def _say_sent(summary: str, *, code: int = EXIT_USAGE) -> None:
     """The line a command that published records ends with, on stdout. A full disk there still ends with a line
     that says what was sent (the records are in Kafka all the same, and a retry would send them twice), with
     status ``code``."""

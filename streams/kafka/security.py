@@ -424,11 +424,9 @@ def client_files(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[tupl
     ``--flag via VARIABLE``), the secrets' ``*_FILE`` variables, and the TLS files the properties file names.
     What a command's own output must not overwrite."""
     files = []
-    for flag, name in SECURITY_FLAGS:
-        variable = FILE_VARIABLES.get(flag)
-        value = getattr(args, name, None)
-        if variable is None:
-            continue
+    attribute = dict(SECURITY_FLAGS)
+    for flag, variable in FILE_VARIABLES.items():
+        value = getattr(args, attribute[flag], None)
         if value:
             files.append((flag, str(value)))
         elif env.get(variable):
