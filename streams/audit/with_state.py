@@ -244,13 +244,19 @@ def start_partition(
 
 @dataclass(slots=True)
 class StatePlan:
-    """The bases chosen from the changelog alone, and which earlier events (``warmup`` spans) are needed."""
+    """The bases chosen from the changelog alone, and which earlier events (``warmup`` spans) are needed.
+
+    ``ahead`` spans the events after the range that a compacted candidate's state covers: the worker's batch
+    went on past ``--to``, and :func:`confirm_first_version` needs them to rebuild that state from empty.
+    ``ahead_events`` holds them once read (:func:`read_state`)."""
 
     bases: dict[tuple[int, str], Base]
     lookback: dict[tuple[int, str], int]  # compacted candidates -> warm-up start for confirm_first_version
     warmup: dict[int, tuple[int, int]]
     notes: list[str]
     required: dict[int, tuple[int, int]] = field(default_factory=dict)  # warm-up the stored bases need
+    ahead: dict[int, tuple[int, int]] = field(default_factory=dict)
+    ahead_events: dict[int, list[source.PositionedEvent]] = field(default_factory=dict)
 
 
 def plan_state(
@@ -258,17 +264,24 @@ def plan_state(
     changelog: Mapping[int, Sequence[reader.TopicRecord]],
     state_topic: str,
     starts: Mapping[int, int],
+    ends: Mapping[int, int] | None = None,
 ) -> StatePlan:
-    """Bases from the changelog records, plus the ``[from, to)`` spans before the range to read for warm-up."""
+    """Bases from the changelog records, plus the ``[from, to)`` spans to read: before the range for warm-up,
+    and after its ``ends`` (per partition, exclusive) where a compacted candidate's state reaches past them."""
     firsts = first_offsets(events)
     index = index_changelog(changelog, state_topic, set(firsts))
     bases = select_bases(events, index)
     lookback = {run: max(-1, firsts[run] - LOOKBACK - 1) for run, b in bases.items() if b.origin == "compacted"}
     spans = warmup_ranges({**bases, **{run: Base(None, after, "first") for run, after in lookback.items()}}, starts)
+    ahead: dict[int, tuple[int, int]] = {}
+    for partition, key in lookback:
+        end, after = (ends or {}).get(partition), bases[(partition, key)].after
+        if end is not None and after >= end:
+            ahead[partition] = (end, max(after + 1, ahead.get(partition, (end, end))[1]))
     notes = [*index.ignored, *index.gaps]
     for run, base in sorted(bases.items()):
         notes += expiry_notes(run, base, state_topic)
-    return StatePlan(bases, lookback, spans, notes, warmup_ranges(bases, starts))
+    return StatePlan(bases, lookback, spans, notes, warmup_ranges(bases, starts), ahead)
 
 
 def finish_state(
@@ -298,7 +311,7 @@ def confirm_bases(
     bases = dict(plan.bases)
     by_run: dict[tuple[int, str], list[source.PositionedEvent]] = {run: [] for run in plan.lookback}
     for partition in {p for p, _ in plan.lookback}:
-        for pe in (*warm.get(partition, ()), *events[partition]):
+        for pe in (*warm.get(partition, ()), *events[partition], *plan.ahead_events.get(partition, ())):
             run_events = by_run.get((partition, scope_key(pe.event)))
             if run_events is not None:
                 run_events.append(pe)
@@ -339,19 +352,26 @@ async def read_state(
         raise  # the caller names the topic and the flag naming it
     except RuntimeError as exc:
         raise RuntimeError(f"cannot read state topic {state_topic}: {exc}") from None
-    plan = plan_state(events, changelog.records, state_topic, {p: lo for p, (lo, _) in read.ranges.items()})
+    starts = {p: lo for p, (lo, _) in read.ranges.items()}
+    plan = plan_state(events, changelog.records, state_topic, starts, {p: hi for p, (_, hi) in read.ranges.items()})
     warm: dict[int, list[source.PositionedEvent]] = {}
     if plan.warmup:
-        spans = plan.warmup
-        start = reader.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
-        end = reader.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
-        earlier = await records.read(topic, start, end)
+        earlier = await _read_spans(records, topic, plan.warmup)
         for p, (lo, _) in sorted(plan.required.items()):
             got = earlier.ranges.get(p, (lo, lo))[0]
             if got > lo:
                 plan.notes.append(f"{topic}[{p}]: events {lo}..{got - 1} are gone (retention); replay may differ")
         warm, _ = source.decode_records(earlier.records)  # bad records: the worker dead-lettered them too
+    if plan.ahead:
+        plan.ahead_events, _ = source.decode_records((await _read_spans(records, topic, plan.ahead)).records)
     return plan, warm
+
+
+async def _read_spans(records: RecordSource, topic: str, spans: Mapping[int, tuple[int, int]]) -> reader.TopicRead:
+    """``topic``'s records in each partition's ``[from, to)`` span; nothing of the partitions not listed."""
+    start = reader.OffsetBound(per_partition={p: lo for p, (lo, _) in spans.items()})
+    end = reader.OffsetBound(per_partition={p: hi for p, (_, hi) in spans.items()}, default=0)
+    return await records.read(topic, start, end)
 
 
 __all__ = [

@@ -135,6 +135,15 @@ def test_mid_run_range_with_state_equals_the_worker(fed: Fed) -> None:
         origin = "3 runs: 3 from a stored state" if start == 21 else "in the batch of their first event"
         assert origin in listed.stderr and "0 events skipped" in listed.stderr, listed.stderr
 
+    # a --to inside the first batch, before the first run's second event there: its first state covers that
+    # event, after the range, which is read to rebuild the state
+    end = len(NAMES)
+    want = {vid: v for vid, v in published.items() if v["source"]["offset"] < end}
+    cut = _cli(*base, "--to", str(end), *compare, *stateful)
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    assert cut.stdout.startswith(f"equal: {len(want)} replayed verdicts, {len(want)} recorded in range"), cut.stdout
+    assert "in the batch of their first event" in cut.stderr and "0 events skipped" in cut.stderr, cut.stderr
+
     # --state-topic names the changelog directly; --json carries the state summary
     as_json = _cli(*base, "--from", "21", *compare, "--json", "--with-state", "--state-topic", names.changelog)
     doc = json.loads(as_json.stdout)

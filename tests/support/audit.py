@@ -7,6 +7,7 @@ explanation the CLI computes from those records.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,24 +108,33 @@ Events = dict[int, list[source.PositionedEvent]]
 
 
 def plan_reads(
-    records: list[reader.TopicRecord], changelog: list[reader.TopicRecord], start: int, run: str | None = None
+    records: list[reader.TopicRecord],
+    changelog: list[reader.TopicRecord],
+    start: int,
+    run: str | None = None,
+    end: int | None = None,
 ) -> tuple[with_state.StatePlan, Events, Events]:
-    """What ``replay --with-state --from START [--run RUN]`` reads and plans: (plan, range events, warm-up
-    events), without Kafka (the reads served from lists)."""
-    events, _ = source.decode_records({0: [r for r in records if r.offset >= start]})
+    """What ``replay --with-state --from START [--to END] [--run RUN]`` reads and plans: (plan, range events,
+    warm-up events), through :func:`~streams.audit.with_state.read_state` with the reads served from lists."""
+    served = ListSource({TOPIC: records, "cl": changelog})
+    to = None if end is None else reader.OffsetBound(default=end)
+    read = asyncio.run(served.read(TOPIC, reader.OffsetBound(default=start), to))
+    events, _ = source.decode_records(read.records)
     if run is not None:
         events = explain.run_events(events, run)
-    plan = with_state.plan_state(events, {0: changelog}, "cl", {0: start})
-    lo, hi = plan.warmup.get(0, (start, start))
-    warm, _ = source.decode_records({0: [r for r in records if lo <= r.offset < hi]})
+    plan, warm = asyncio.run(with_state.read_state(served, "cl", TOPIC, read, events))
     return plan, events, warm
 
 
 def stateful_replay(
-    records: list[reader.TopicRecord], changelog: list[reader.TopicRecord], config: LoadedConfig, start: int
+    records: list[reader.TopicRecord],
+    changelog: list[reader.TopicRecord],
+    config: LoadedConfig,
+    start: int,
+    end: int | None = None,
 ) -> with_state.StatefulReplay:
-    """What ``replay --with-state --from START`` does, without Kafka (the reads served from lists)."""
-    plan, events, warm = plan_reads(records, changelog, start)
+    """What ``replay --with-state --from START [--to END]`` does, without Kafka (the reads served from lists)."""
+    plan, events, warm = plan_reads(records, changelog, start, end=end)
     return with_state.finish_state(plan, events, warm, config, TOPIC, include_all=False)
 
 
@@ -182,7 +192,8 @@ class ListSource:
             raise self.failures[topic]
         if topic not in self.topics:
             raise reader.NoSuchTopic(topic, list(self.topics))
-        records, ends = self.topics[topic], {0: len(self.topics[topic])}
+        records = self.topics[topic]
+        ends = {0: max((r.offset + 1 for r in records), default=0)}  # a compacted list has holes
         assert not isinstance(start, reader.TimeBound) and not isinstance(end, reader.TimeBound)
         lo = reader.resolve_offsets(start, {0: 0}, ends)[0]
         hi = max(lo, reader.resolve_offsets(end, ends, ends)[0])
