@@ -14,6 +14,7 @@ from typing import IO
 
 from schemas import Event, SourceRef
 from streams.decode import InvalidEvent, Rejection, accept, decode_event
+from streams.errors import CommandError
 from streams.kafka.reader import TopicRecord, check_kind
 from streams.whatif import IndexedEvent
 
@@ -88,15 +89,38 @@ def lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 def decode_lines(lines: Iterable[bytes], name: str) -> Iterator[tuple[int, Event | None]]:
     """Each non-blank line's 0-based index and its event. A bad line is reported on stderr
-    (``NAME:LINE: invalid event (reason): detail``) and yields None, so callers decide whether to go on."""
+    (``NAME:LINE: invalid event (reason): detail``) and yields None, so callers decide whether to go on.
+
+    The bad lines before the first event are held back: when no line is an event, the input is not an events
+    file (a verdicts dump, say), and that is one error line (exit status 2), as for a topic of another kind,
+    where a note per line would bury it."""
+    held: list[str] = []
+    seen = False
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            yield index, decode_event(raw)
+            event = decode_event(raw)
         except InvalidEvent as exc:
-            print(invalid_line(name, index + 1, exc), file=sys.stderr)
+            message = invalid_line(name, index + 1, exc)
+            if seen:
+                print(message, file=sys.stderr)
+            else:
+                held.append(message)
             yield index, None
+            continue
+        if not seen:
+            seen = True
+            for message in held:
+                print(message, file=sys.stderr)
+        yield index, event
+    if held and not seen:
+        what = f"none of its {len(held)} lines is an event" if len(held) > 1 else "its one line is not an event"
+        raise CommandError(
+            f"{name} holds no events: {what} ({held[0]})",
+            hint="give --events a file of events, one JSON object per line "
+            "('loopwatch tail --topic EVENTS_TOPIC --json' writes one)",
+        )
 
 
 def read_events(lines: Iterable[bytes], name: str) -> tuple[list[IndexedEvent], int]:

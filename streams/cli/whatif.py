@@ -2,8 +2,9 @@
 
 Reads events like ``loopwatch replay`` (one event per line; a bad line is reported with its line number
 and makes the exit status 2 unless ``--skip-invalid``), or a whole topic from its first to its end offsets
-(``--topic`` with ``--bootstrap``). The events are decoded once and kept in memory, then every config runs
-over them through the same core path as replay and the worker.
+(``--topic`` with ``--bootstrap``; a record the worker dead-letters is reported and counted in the report). The
+events are decoded once and kept in memory, then every config runs over them through the same core path as
+replay and the worker.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def register(sub: Any) -> None:
         help="compare a candidate loop-detection config with the current one on recorded events",
         description="Replay recorded events (a JSON Lines file, or a whole topic) under the current config and "
         "a candidate config, or under a sweep of one setting, and show what would change: verdicts gained and "
-        "lost, runs stopped earlier or later. Bad lines are reported and make the exit status 2 unless "
-        "--skip-invalid.",
+        "lost, runs stopped earlier or later. Bad lines of a file are reported and make the exit status 2 unless "
+        "--skip-invalid; records of a topic that the worker dead-letters are reported and counted in the report.",
     )
     p.add_argument("--config", type=Path, help="current OpenClaw config (JSON5); default: OpenClaw defaults")
     p.add_argument("--candidate", type=Path, help="candidate OpenClaw config (JSON5)")
@@ -168,6 +169,13 @@ def run(args: argparse.Namespace) -> int:
         name = str(args.events)
         with open_events(args.events) as stream:
             events, bad = read_events(lines(stream), input_name(name))
+        if bad and not args.skip_invalid:
+            what = (
+                f"{bad} lines of {input_name(name)} are not events"
+                if bad > 1
+                else f"a line of {input_name(name)} is not an event"
+            )
+            _error(what, hint="fix the file, or pass --skip-invalid to report such lines and go on")
     else:
         name = f"topic {args.topic}"
         from streams.kafka.reader import KafkaSource, RecordSource, merged, read_failure
@@ -182,9 +190,7 @@ def run(args: argparse.Namespace) -> int:
             records = merged(asyncio.run(topic_source.read(args.topic)))
         except Exception as exc:  # as replay: a wrong topic name is exit status 2, Kafka's errors 3
             raise read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
-        events, bad = read_records(records, args.topic)
-    if bad and not args.skip_invalid:
-        return 2
+        events, bad = read_records(records, args.topic)  # the worker dead-letters the rest: reported, counted
 
     report = build_report(
         events,

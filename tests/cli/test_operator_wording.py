@@ -312,6 +312,24 @@ def test_publish_names_a_bad_line_by_file_and_line_as_replay_does(empty: Path) -
     assert replayed.code == 2 and replayed.err.startswith("<stdin>:4: invalid event (unknown_type): missing 'type'\n")
 
 
+def test_a_file_without_one_event_is_one_line_naming_what_to_give(empty: Path) -> None:
+    """A verdicts dump given as events printed one invalid-event line per verdict, and then "no event of run ..."
+    (--run) or, with --skip-invalid, nothing at all and status 0; as for a topic of another kind, it is one line."""
+    verdict = {"verdict_id": "v1", "decision": "warning", "run_id": "r1", "session_id": "r1"}
+    (empty / "verdicts.jsonl").write_text("\n".join(json.dumps(verdict) for _ in range(3)) + "\n", encoding="utf-8")
+    what = (
+        "verdicts.jsonl holds no events: none of its 3 lines is an event (verdicts.jsonl:1: invalid event "
+        "(unknown_type): missing 'type'): give --events a file of events, one JSON object per line "
+        "('loopwatch tail --topic EVENTS_TOPIC --json' writes one)"
+    )
+    for argv in (["replay"], ["replay", "--skip-invalid"], ["replay", "--run", "r1"],
+                 ["whatif", "--candidate-profile", "openclaw-2026.9", "--skip-invalid"]):  # fmt: skip
+        result = lw(empty, *argv, "--events", "verdicts.jsonl")
+        assert (result.code, result.out) == (2, ""), result.err
+        assert result.err.splitlines()[-1] == f"loopwatch {argv[0]}: {what}", result.err
+        assert "invalid event" not in "".join(result.err.splitlines()[:-1]), result.err
+
+
 # --- 7. the log level: one rule for the flag and its variable --------------------------------------------------------
 
 LEVELS = "debug, info, warn, error, crit (or warning, critical, fatal)"
