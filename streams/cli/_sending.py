@@ -1,5 +1,7 @@
 """How the commands that publish records (``publish``, ``simulate --bootstrap``) send them and say what they sent.
 
+Both create a missing topic as the worker would (``--partitions``, else ``LOOPWATCH_PARTITIONS``, else the
+worker's default), so that a worker started afterwards with its defaults finds the partition count it requires.
 Both end with one line on stdout, ``sent N events to TOPIC`` (each command adds its own details), also when they
 are interrupted while sending (then with ``, then interrupted``): N counts what the broker confirmed, so a user
 knows what is in Kafka before sending again.
@@ -7,15 +9,19 @@ knows what is in Kafka before sending again.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from streams.cli._args import partition_count
 from streams.cli._signals import settle
-from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, StdoutError
+from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, StdoutError
 from streams.kafka.security import KafkaSecurity
+from streams.topics import partition_count_problem
+from streams.worker.settings import DEFAULT_PARTITIONS, SettingsError, env_int, environ
 
 #: Sends awaited at a time, so that a long run does not keep every future.
 BLOCK = 10_000
@@ -34,6 +40,44 @@ class Progress:
         run's count. A second Ctrl-C during that stop cuts it short: what it still delivered then is in Kafka but
         not in the count."""
         return self.confirmed + sum(1 for f in self.held if f.done() and not f.cancelled() and f.exception() is None)
+
+
+def add_partitions_argument(parser: argparse.ArgumentParser) -> None:
+    """``--partitions``: the partition count of a topic the command has to create."""
+    parser.add_argument(
+        "--partitions",
+        type=partition_count,
+        default=None,
+        help="partitions of the topic if it has to be created, as the worker creates it "
+        f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
+    )
+
+
+def partitions_setting(args: argparse.Namespace, command: str) -> int:
+    """``--partitions``, else ``LOOPWATCH_PARTITIONS``, else the worker's default; read only when sending."""
+    if args.partitions is not None:
+        return int(args.partitions)
+    hint = f"see 'loopwatch {command} --help'"
+    try:
+        partitions = env_int(environ(), "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
+    except SettingsError as exc:
+        raise CommandError(str(exc), hint=hint) from None
+    problem = partition_count_problem(partitions)
+    if problem is not None:
+        raise CommandError(f"LOOPWATCH_PARTITIONS={partitions} {problem}", hint=hint)
+    return partitions
+
+
+async def create_if_missing(bootstrap: str, topic: str, partitions: int, security: KafkaSecurity) -> None:
+    """Create ``topic`` with ``partitions`` and the worker's replication when the cluster lacks it (a broker that
+    creates topics on first use would give it its own default count, which the worker then refuses)."""
+    from streams.kafka.admin import ensure_topics
+    from streams.kafka.client import broker_count, partition_counts
+    from streams.worker.settings import replication_for
+
+    if topic not in await partition_counts(bootstrap, security=security):
+        replication = replication_for(await broker_count(bootstrap, security=security), None)  # as the worker's
+        await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
 
 
 async def send_counted(

@@ -19,16 +19,21 @@ from streams.cli._args import (
     bootstrap,
     bootstrap_setting,
     open_events,
-    partition_count,
     require_stdout,
     topic_name,
 )
-from streams.cli._sending import Progress, plural, run_counted, send_counted
+from streams.cli._sending import (
+    Progress,
+    add_partitions_argument,
+    create_if_missing,
+    partitions_setting,
+    plural,
+    run_counted,
+    send_counted,
+)
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import (
-    broker_count,
-    partition_counts,
     preflight,
     scope_key_from_raw,
     started,
@@ -40,14 +45,9 @@ from streams.kafka.security import (
     add_security_arguments,
     security_from_args,
 )
-from streams.topics import EVENTS_TOPIC, partition_count_problem
+from streams.topics import EVENTS_TOPIC
 from streams.worker.settings import (
     DEFAULT_BOOTSTRAP,
-    DEFAULT_PARTITIONS,
-    SettingsError,
-    env_int,
-    environ,
-    replication_for,
 )
 
 _HELP = "see 'loopwatch publish --help'"
@@ -71,13 +71,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--topic", type=topic_name, default=EVENTS_TOPIC, help=f"destination topic (default {EVENTS_TOPIC})")
     p.add_argument("--raw", action="store_true", help="send lines unchecked (for testing dead-lettering)")
-    p.add_argument(
-        "--partitions",
-        type=partition_count,
-        default=None,
-        help="partitions of the topic if it has to be created "
-        f"(env LOOPWATCH_PARTITIONS; default {DEFAULT_PARTITIONS})",
-    )
+    add_partitions_argument(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
 
@@ -122,11 +116,7 @@ async def send_all(
     keeps what the broker confirmed, also when the sending is cancelled (Ctrl-C)."""
     from aiokafka import AIOKafkaProducer
 
-    from streams.kafka.admin import ensure_topics
-
-    if topic not in await partition_counts(bootstrap, security=security):
-        replication = replication_for(await broker_count(bootstrap, security=security), None)  # as the worker's
-        await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
+    await create_if_missing(bootstrap, topic, partitions, security)
     producer = AIOKafkaProducer(
         **security.aiokafka_kwargs(),
         bootstrap_servers=bootstrap,
@@ -139,27 +129,13 @@ async def send_all(
         return await send_counted(producer, topic, records, progress)
 
 
-def _partitions(args: argparse.Namespace) -> int:
-    """``--partitions``, else ``LOOPWATCH_PARTITIONS``, else the default; read only when publishing."""
-    if args.partitions is not None:
-        return int(args.partitions)
-    try:
-        partitions = env_int(environ(), "LOOPWATCH_PARTITIONS", DEFAULT_PARTITIONS)
-    except SettingsError as exc:
-        raise CommandError(str(exc), hint=_HELP) from None
-    problem = partition_count_problem(partitions)
-    if problem is not None:
-        raise CommandError(f"LOOPWATCH_PARTITIONS={partitions} {problem}", hint=_HELP)
-    return partitions
-
-
 def run(args: argparse.Namespace) -> int:
     args.bootstrap = bootstrap_setting(args, "publish")
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
         raise CommandError(str(exc), hint=_HELP) from None
-    partitions = _partitions(args)
+    partitions = partitions_setting(args, "publish")
     require_stdout()
     with open_events(args.file) as source:
         records, refused = prepare(_numbered(source), raw=args.raw, name=input_name(args.file))

@@ -29,7 +29,15 @@ from streams.cli._args import (
     require_stdout,
     topic_name,
 )
-from streams.cli._sending import Progress, plural, run_counted, send_counted
+from streams.cli._sending import (
+    Progress,
+    add_partitions_argument,
+    create_if_missing,
+    partitions_setting,
+    plural,
+    run_counted,
+    send_counted,
+)
 from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
     PLAINTEXT,
@@ -41,6 +49,7 @@ from streams.kafka.security import (
 )
 from streams.simulate import DEFAULT_GATEWAYS, DEFAULT_RATE, event_count, simulate
 from streams.topics import EVENTS_TOPIC
+from streams.worker.settings import DEFAULT_PARTITIONS
 
 DEFAULT_DURATION = 60.0  # a minute of the default fleet: 3,600 records
 #: Records of one run at most (rate x duration): about 15 minutes and 40 GB of JSON Lines; --rate 1e12 ran for ever.
@@ -49,7 +58,7 @@ MAX_EVENTS = 100_000_000
 #: integers JSON carries (--rate 1e-300 --duration 3e300 crashed writing the second record).
 MAX_DURATION = 1_000_000_000.0
 #: Flags that act only on records published to Kafka, as (option, attribute), besides SECURITY_FLAGS.
-_BOOTSTRAP_ONLY = (("--topic", "topic"), ("--realtime", "realtime"))
+_BOOTSTRAP_ONLY = (("--topic", "topic"), ("--realtime", "realtime"), ("--partitions", "partitions"))
 #: Flags that shape valid events only, refused when every record is malformed.
 _VALID_ONLY = (("--hashed", "hashed"), ("--usage", "usage"))
 
@@ -110,6 +119,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="with --bootstrap: pace records to the rate and stamp them with the wall clock",
     )
+    add_partitions_argument(p)
     add_security_arguments(p)
     p.set_defaults(func=run)
 
@@ -179,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
             security = security_from_args(args)
         except KafkaSecurityError as exc:
             raise CommandError(str(exc), hint="see 'loopwatch simulate --help'") from None
+        partitions = partitions_setting(args, "simulate")
         require_stdout()  # where the line saying what was sent goes
         preflight(args.bootstrap, security)
         started = time.monotonic()
@@ -189,7 +200,14 @@ def run(args: argparse.Namespace) -> int:
             return f"sent {plural(count, noun)} to {args.topic} in {time.monotonic() - started:.1f} s"
 
         traffic = publish(
-            _records(args), args.bootstrap, args.topic, args.rate, args.realtime, security=security, progress=progress
+            _records(args),
+            args.bootstrap,
+            args.topic,
+            args.rate,
+            args.realtime,
+            security=security,
+            progress=progress,
+            partitions=partitions,
         )
         run_counted(traffic, progress, sent, topic=args.topic, bootstrap=args.bootstrap, security=security)
         return 0
@@ -225,12 +243,16 @@ async def publish(
     *,
     security: KafkaSecurity = PLAINTEXT,
     progress: Progress | None = None,
+    partitions: int = DEFAULT_PARTITIONS,
 ) -> int:
-    """Produce every record (key = scope key); with ``realtime`` each waits for its simulated time. ``progress``
-    keeps what the broker confirmed, also when the publishing is cancelled (Ctrl-C)."""
+    """Produce every record (key = scope key) to ``topic``, created with ``partitions`` if missing; with
+    ``realtime`` each waits for its simulated time. ``progress`` keeps what the broker confirmed, also when the
+    publishing is cancelled (Ctrl-C)."""
     from aiokafka import AIOKafkaProducer  # only this path needs Kafka
 
     from streams.kafka.client import started as client_started
+
+    await create_if_missing(bootstrap, topic, partitions, security)
 
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,

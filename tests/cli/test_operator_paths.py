@@ -23,6 +23,7 @@ from streams.cli.tail import LOST_AFTER
 from streams.kafka.admin import create_topics
 from streams.kafka.client import partition_counts
 from streams.kafka.compat import end_offsets
+from streams.worker.settings import DEFAULT_PARTITIONS
 from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, clean_env, lw, repeated_reads
 from tests.support.procs import free_port, start_process, stop_process, wait_until
 
@@ -495,3 +496,26 @@ def test_a_sending_command_says_what_it_sent_on_stdout_even_when_that_fails(
     full = rf"loopwatch {command}: {line(f'{command}-full')}, but cannot write that to the output \(stdout\): No space "
     assert code == 2 and re.fullmatch(full + "left on device\n", err), err
     assert published(f"{command}-full") == count
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [["publish", "events.jsonl"], ["simulate", "--gateways", "1", "--duration", "1"]])
+def test_a_sending_command_creates_a_missing_topic_as_the_worker_requires_it(
+    empty: Path, bootstrap: str, command: list[str]
+) -> None:
+    """``simulate --bootstrap`` left the topic to the broker, which made it with its own default of 4 partitions,
+    and the next ``loopwatch worker`` with its defaults refused it ("topic has 4 partitions, 12 required"). Both
+    sending commands now create it as the worker would: ``--partitions``, else ``LOOPWATCH_PARTITIONS``, else the
+    worker's default."""
+    (empty / "events.jsonl").write_text(
+        "\n".join(json.dumps(e) for e in repeated_reads("make", 3)) + "\n", encoding="utf-8"
+    )
+    name = command[0]
+    cases = ((f"{name}-default", [], {}, DEFAULT_PARTITIONS), (f"{name}-flag", ["--partitions", "2"], {}, 2),
+             (f"{name}-env", [], {"LOOPWATCH_PARTITIONS": "3"}, 3))  # fmt: skip
+    for topic, extra, env, want in cases:
+        sent = lw(empty, *command, "--bootstrap", bootstrap, "--topic", topic, *extra, env=env)
+        assert sent.code == 0, sent
+        assert asyncio.run(partition_counts(bootstrap))[topic] == want
+    kept = lw(empty, *command, "--bootstrap", bootstrap, "--topic", f"{name}-flag", "--partitions", "5")
+    assert kept.code == 0 and asyncio.run(partition_counts(bootstrap))[f"{name}-flag"] == 2  # an existing topic
