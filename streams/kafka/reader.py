@@ -61,13 +61,17 @@ def no_such_topic_hint(topic: str, existing: Collection[str] | None, flag: str) 
         )
         return f"the stored state's topic is named after --group (GROUP{_CHANGELOG_SUFFIX}){found}"
     # loopwatch's own topics are of other kinds than each other: one missing is no typo of another
-    close = _closest(topic, [n for n in names if n not in _LOOPWATCH_TOPICS] if topic in _LOOPWATCH_TOPICS else names)
+    own = topic in _LOOPWATCH_TOPICS
+    close = _closest(topic, [n for n in names if n not in _LOOPWATCH_TOPICS] if own else names)
+    running = "the worker creates the loopwatch topics when it starts: is one running?"
     if close:
         either = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
-        return f"did you mean {either}? (check {flag})"
+        guess = f"did you mean {either}? (check {flag})"
+        # a default name missing is most often a worker not started yet: say that first
+        return f"{running} Or {guess}" if own else guess
     hint = f"give an existing topic with {flag}"
-    if topic in _LOOPWATCH_TOPICS or topic.endswith(_CHANGELOG_SUFFIX):
-        hint += "; the worker creates the loopwatch topics when it starts: is one running?"
+    if own or topic.endswith(_CHANGELOG_SUFFIX):
+        hint += f"; {running}"
     return hint
 
 

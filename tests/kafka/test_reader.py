@@ -106,6 +106,11 @@ def test_no_such_topic_hint_names_the_closest_topics_or_the_flag() -> None:
         "did you mean loopwatch.events? (check --topic)"
     )
     assert reader.no_such_topic_hint("zzz", cluster, "--topic") == "give an existing topic with --topic"
+    # a default name missing beside a look-alike: a worker not started yet comes first
+    assert reader.no_such_topic_hint("loopwatch.verdicts", ["loopwatch.event"], "--topic") == (
+        "the worker creates the loopwatch topics when it starts: is one running? Or did you mean loopwatch.event? "
+        "(check --topic)"
+    )
     assert reader.no_such_topic_hint("loopwatch.verdicts", None, "--topic").endswith(
         "; the worker creates the loopwatch topics when it starts: is one running?"
     )
