@@ -97,9 +97,12 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, str, int]]:
     servers = []
     entries = [part.strip() for part in bootstrap.split(",")]
     for entry in entries:
+        which = "" if len(entries) == 1 else f", at {entry!r}"
+        scheme, url, _ = entry.partition("://")
+        if url:  # a URL's host would go to DNS and fail as if Kafka were down
+            raise ValueError(f"not HOST:PORT[,HOST:PORT]{which}: Kafka addresses take no scheme, drop '{scheme}://'")
         host, sep, port_text = entry.rpartition(":")
         if not entry or not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            which = "" if len(entries) == 1 else f", at {entry!r}"
             raise ValueError(f"not HOST:PORT[,HOST:PORT]{which}")
         servers.append((entry, host.strip("[]"), int(port_text)))
     return servers

@@ -103,6 +103,13 @@ def test_every_bootstrap_flag_refuses_a_bad_list_by_one_rule(empty: Path, argv: 
         2,
         f"loopwatch {argv[0]}: 'nohost' {NOT_A_LIST}: see 'loopwatch {argv[0]} --help'",
     )
+    # a URL went to DNS and failed as "cannot resolve the Kafka host" (exit 3), as if Kafka were down
+    one_line(
+        lw(empty, *argv, "--bootstrap", "http://127.0.0.1:9092"),
+        2,
+        f"loopwatch {argv[0]}: 'http://127.0.0.1:9092' is not HOST:PORT[,HOST:PORT]: Kafka addresses take no scheme, "
+        f"drop 'http://' (--bootstrap): see 'loopwatch {argv[0]} --help'",
+    )
     if argv[0] in ("tail", "publish"):  # the flag wins: the bad variable is not read
         result = lw(empty, *argv, "--bootstrap", f"127.0.0.1:{free_port()}", env={"LOOPWATCH_BOOTSTRAP": "nohost"})
         assert result.code == 3 and "cannot connect to Kafka" in result.err, result.err
