@@ -158,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
         flag = "--candidate" if args.candidate is not None and exc.path == str(args.candidate) else "--config"
         raise exc.to_command_error(f"the path given to {flag}") from None
 
+    if candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate):
+        print(
+            "loopwatch whatif: note: loop detection is off for every agent of both configs (tools.loopDetection."
+            "enabled is not true, as in OpenClaw's defaults), so only the post-compaction guard can differ; to "
+            "compare loop detection, give --config (and --candidate) files with tools.loopDetection.enabled: true",
+            file=sys.stderr,
+        )
     if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
         print(
             "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "

@@ -200,6 +200,12 @@ def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(
     code, out, err = _run(capsys, "--events", str(events), "--sweep", "warningThreshold=5..6")
     assert code == 0 and "current    (OpenClaw defaults)" in out
     assert "note: rolling detection is off for every agent" in err
+    # a candidate as off as the current config: "Runs that change: 0" said nothing of why
+    code, out, err = _run(capsys, "--events", str(events), "--candidate-profile", "openclaw-2026.9")
+    assert code == 0 and "note: loop detection is off for every agent of both configs" in err, err
+    on = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    code, _, err = _run(capsys, "--events", str(events), "--candidate", str(on))
+    assert code == 0 and "note:" not in err, err
     code, _, err = _run(capsys, "--events", str(events), "--sweep", "postCompactionGuard.windowSize=2..3")
     assert code == 0 and "note:" not in err
 
