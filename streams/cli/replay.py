@@ -209,17 +209,18 @@ def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if args.topic is not None:
         return run_topic(args, config)
     with open_events(args.events) as stream:
+        name = input_name(args.events)
         if args.run is not None:
-            name = input_name(args.events)
             return explain_lines(lines(stream), config, args.run, sys.stdout, as_json=args.json, name=name)
-        return replay_lines(
-            lines(stream),
-            config,
-            sys.stdout.buffer,
-            include_all=args.all,
-            skip_invalid=args.skip_invalid,
-            name=input_name(args.events),
+        status = replay_lines(
+            lines(stream), config, sys.stdout.buffer, include_all=args.all, skip_invalid=args.skip_invalid, name=name
         )
+    if status:  # bad lines, each named above: the last line says what happened and what to do
+        raise CommandError(
+            f"the replay stopped at the first line of {name} that is not an event (each is named above)",
+            hint="fix the file, or pass --skip-invalid to report such lines and go on",
+        )
+    return 0
 
 
 _HELP = "see 'loopwatch replay --help'"

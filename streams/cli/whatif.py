@@ -158,20 +158,6 @@ def run(args: argparse.Namespace) -> int:
         flag = "--candidate" if args.candidate is not None and exc.path == str(args.candidate) else "--config"
         raise exc.to_command_error(f"the path given to {flag}") from None
 
-    if candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate):
-        print(
-            "loopwatch whatif: note: loop detection is off for every agent of both configs (tools.loopDetection."
-            "enabled is not true, as in OpenClaw's defaults), so only the post-compaction guard can differ; to "
-            "compare loop detection, give --config (and --candidate) files with tools.loopDetection.enabled: true",
-            file=sys.stderr,
-        )
-    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
-        print(
-            "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "
-            f"true), so sweeping {sweep.key} cannot change anything",
-            file=sys.stderr,
-        )
-
     if args.events is not None:
         name = str(args.events)
         with open_events(args.events) as stream:
@@ -198,6 +184,20 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # as replay: a wrong topic name is exit status 2, Kafka's errors 3
             raise read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
         events, bad = read_records(records, args.topic)  # the worker dead-letters the rest: reported, counted
+
+    if candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate):
+        print(
+            "loopwatch whatif: note: loop detection is off for every agent of both configs (tools.loopDetection."
+            "enabled is not true, as in OpenClaw's defaults), so only the post-compaction guard can differ; to "
+            "compare loop detection, give --config (and --candidate) files with tools.loopDetection.enabled: true",
+            file=sys.stderr,
+        )
+    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
+        print(
+            "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "
+            f"true), so sweeping {sweep.key} cannot change anything",
+            file=sys.stderr,
+        )
 
     report = build_report(
         events,

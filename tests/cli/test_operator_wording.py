@@ -317,6 +317,10 @@ def test_publish_names_a_bad_line_by_file_and_line_as_replay_does(empty: Path) -
         ]
     replayed = lw(empty, "replay", "--events", "-", stdin=text)
     assert replayed.code == 2 and replayed.err.startswith("<stdin>:4: invalid event (unknown_type): missing 'type'\n")
+    assert replayed.err.splitlines()[-1] == (
+        "loopwatch replay: the replay stopped at the first line of <stdin> that is not an event (each is named "
+        "above): fix the file, or pass --skip-invalid to report such lines and go on"
+    )
 
 
 def test_a_file_without_one_event_is_one_line_naming_what_to_give(empty: Path) -> None:
