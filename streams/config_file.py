@@ -331,7 +331,9 @@ def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
         with open(name, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        raise ConfigFileError(name, f"cannot read: {exc.strerror or exc}") from None
+        # a wrong path is the usual cause (the caller says which flag gave it); these two are not
+        fix = {PermissionError: "the file must be readable", IsADirectoryError: "give the path of a file in it"}
+        raise ConfigFileError(name, f"cannot read: {exc.strerror or exc}", fix=fix.get(type(exc))) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

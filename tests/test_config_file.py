@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
@@ -209,6 +210,13 @@ def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.
     assert err.startswith("loopwatch config check: cannot use the config file (") and ":2:9): " in err
     assert main(["config", "check", str(tmp_path / "missing.json5")]) == 2
     assert capsys.readouterr().err.endswith("cannot read: No such file or directory; check the path\n")
+    # a directory and an unreadable file are no wrong path: each says what the file must be
+    assert main(["config", "check", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith("cannot read: Is a directory; give the path of a file in it\n")
+    denied = write(tmp_path, "{}")
+    with patch("builtins.open", side_effect=PermissionError(13, "Permission denied")):
+        assert main(["config", "check", str(denied)]) == 2
+    assert capsys.readouterr().err.endswith("cannot read: Permission denied; the file must be readable\n")
 
 
 @pytest.mark.parametrize(
