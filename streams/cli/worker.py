@@ -124,85 +124,90 @@ def _run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         raise settings_failure(exc, args, environ()) from None
     config = load_config(settings.config_path, args, "worker")
-    data_dir, lock = prepare_data_dir(settings)
+    made = prepare_data_dir(settings)
+    data_dir = made.path
     settings = dataclasses.replace(settings, data_dir=str(data_dir))
-    check_port_free(settings.web_host, settings.web_port, "web", "--web-port")
-    check_port_free(settings.metrics_host, settings.metrics_port, "metrics", "--metrics-port")
-    preflight(
-        settings.bootstrap,
-        settings.security,
-        wait=settings.kafka_wait,
-        waiting=lambda line: print(f"loopwatch worker: {line}", file=sys.stderr, flush=True),
-    )
-    embedded_broker = bool(settings.embedded)
-    if settings.embedded is None:  # not set: on when the broker is the embedded one, unless membership is static
+    try:  # a start that fails before the worker runs leaves no directory or lock file it made
+        check_port_free(settings.web_host, settings.web_port, "web", "--web-port")
+        check_port_free(settings.metrics_host, settings.metrics_port, "metrics", "--metrics-port")
+        preflight(
+            settings.bootstrap,
+            settings.security,
+            wait=settings.kafka_wait,
+            waiting=lambda line: print(f"loopwatch worker: {line}", file=sys.stderr, flush=True),
+        )
+        embedded_broker = bool(settings.embedded)
+        if settings.embedded is None:  # not set: on when the broker is the embedded one, unless membership is static
+            try:
+                embedded_broker = asyncio.run(is_embedded_broker(settings.bootstrap, settings.security))
+            except Exception as exc:
+                raise kafka_failure(
+                    exc, "cannot read the cluster's metadata", settings.bootstrap, settings.security
+                ) from None
+            settings = dataclasses.replace(settings, embedded=embedded_broker and not settings.group_instance_id)
+        # Imported only now: Faust takes seconds to import, and every check above should fail fast.
+        from streams.worker.app import LoopwatchWorker
+        from streams.worker.local_state import describe as describe_stale
+        from streams.worker.metrics import WorkerMetrics
+
+        metrics = WorkerMetrics()
+        worker = LoopwatchWorker(settings, config, metrics)
+        if settings.metrics_port:
+            try:
+                metrics.serve(settings.metrics_port, settings.metrics_host)
+            except OSError as exc:
+                where = f"{settings.metrics_host}:{settings.metrics_port}"
+                raise CommandError("cannot serve metrics", where, exc.strerror, code=EXIT_UNAVAILABLE) from None
         try:
-            embedded_broker = asyncio.run(is_embedded_broker(settings.bootstrap, settings.security))
+            prepare_topics(settings, worker.required_topics(), worker.topic_configs())
+        except CommandError:
+            raise
+        except Exception as exc:
+            raise kafka_failure(exc, "cannot create topics", settings.bootstrap, settings.security) from None
+        try:
+            stale = discard_stale_state(settings, *worker.local_tables())
         except Exception as exc:
             raise kafka_failure(
-                exc, "cannot read the cluster's metadata", settings.bootstrap, settings.security
+                exc, "cannot read the changelogs' end offsets", settings.bootstrap, settings.security
             ) from None
-        settings = dataclasses.replace(settings, embedded=embedded_broker and not settings.group_instance_id)
-    # Imported only now: Faust takes seconds to import, and every check above should fail fast.
-    from streams.worker.app import LoopwatchWorker
-    from streams.worker.local_state import describe as describe_stale
-    from streams.worker.metrics import WorkerMetrics
-
-    metrics = WorkerMetrics()
-    worker = LoopwatchWorker(settings, config, metrics)
-    if settings.metrics_port:
-        try:
-            metrics.serve(settings.metrics_port, settings.metrics_host)
-        except OSError as exc:
-            where = f"{settings.metrics_host}:{settings.metrics_port}"
-            raise CommandError("cannot serve metrics", where, exc.strerror, code=EXIT_UNAVAILABLE) from None
-    try:
-        prepare_topics(settings, worker.required_topics(), worker.topic_configs())
-    except CommandError:
+        print(
+            f"loopwatch worker: starting: group {settings.group}, {settings.partitions} partitions, "
+            f"store {settings.store}, data dir {data_dir}, "
+            f"storms {_storms_summary(settings.storms)}, "
+            f"config {settings.config_path or '(defaults)'} hash {config.config_hash[:12]}, "
+            f"kafka {settings.security.describe()}"
+            + (" (the embedded broker: short sessions)" if settings.embedded else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        note_detection_off(config, "worker", "--config (LOOPWATCH_CONFIG)")
+        if stale:
+            print(
+                f"loopwatch worker: note: discarded the local state of table partitions ahead of their changelogs "
+                f"({describe_stale(stale)}): the data directory was written against another broker or changelog "
+                "(the embedded broker forgets everything when it restarts); they are rebuilt from the changelogs",
+                file=sys.stderr,
+                flush=True,
+            )
+        worker.app.conf.logging_config = library_logging(settings.log_level)
+        if embedded_broker and settings.group_instance_id:
+            print(
+                f"loopwatch worker: note: static membership on the embedded broker keeps Faust's 60 s session; "
+                f"in group {settings.group} {STATIC_ON_EMBEDDED}",
+                file=sys.stderr,
+                flush=True,
+            )
+        on_ready = announce_ready(
+            worker.app, settings, data_dir, rebalanced=metrics.rebalances.inc, embedded_broker=embedded_broker
+        )
+    except BaseException:
+        made.undo()
         raise
-    except Exception as exc:
-        raise kafka_failure(exc, "cannot create topics", settings.bootstrap, settings.security) from None
-    try:
-        stale = discard_stale_state(settings, *worker.local_tables())
-    except Exception as exc:
-        raise kafka_failure(
-            exc, "cannot read the changelogs' end offsets", settings.bootstrap, settings.security
-        ) from None
-    print(
-        f"loopwatch worker: starting: group {settings.group}, {settings.partitions} partitions, "
-        f"store {settings.store}, data dir {data_dir}, "
-        f"storms {_storms_summary(settings.storms)}, "
-        f"config {settings.config_path or '(defaults)'} hash {config.config_hash[:12]}, "
-        f"kafka {settings.security.describe()}"
-        + (" (the embedded broker: short sessions)" if settings.embedded else ""),
-        file=sys.stderr,
-        flush=True,
-    )
-    note_detection_off(config, "worker", "--config (LOOPWATCH_CONFIG)")
-    if stale:
-        print(
-            f"loopwatch worker: note: discarded the local state of table partitions ahead of their changelogs "
-            f"({describe_stale(stale)}): the data directory was written against another broker or changelog "
-            "(the embedded broker forgets everything when it restarts); they are rebuilt from the changelogs",
-            file=sys.stderr,
-            flush=True,
-        )
-    worker.app.conf.logging_config = library_logging(settings.log_level)
-    if embedded_broker and settings.group_instance_id:
-        print(
-            f"loopwatch worker: note: static membership on the embedded broker keeps Faust's 60 s session; "
-            f"in group {settings.group} {STATIC_ON_EMBEDDED}",
-            file=sys.stderr,
-            flush=True,
-        )
-    on_ready = announce_ready(
-        worker.app, settings, data_dir, rebalanced=metrics.rebalances.inc, embedded_broker=embedded_broker
-    )
     try:
         code = worker.run(on_ready)
     finally:
-        if lock is not None:
-            lock.release()
+        if made.lock is not None:
+            made.lock.release()
     print(f"loopwatch worker: stopped (exit status {code})", file=sys.stderr, flush=True)
     return code
 

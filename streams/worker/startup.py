@@ -19,6 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -79,9 +80,33 @@ class DataDirLock:
             handle.close()
 
 
-def prepare_data_dir(settings: WorkerSettings) -> tuple[Path, DataDirLock | None]:
-    """Create the data directory with its parents and, for RocksDB, lock it; returns its absolute path."""
+@dataclass(slots=True)
+class DataDir:
+    """The worker's data directory, its lock, and what this start made, so that a start that fails before the
+    worker runs (no broker, a port in use, wrong topics) leaves nothing behind (:meth:`undo`)."""
+
+    path: Path
+    lock: DataDirLock | None
+    made: list[Path] = field(default_factory=list)  # directories this start created, outermost first
+    made_lock: bool = False  # the lock file did not exist before
+
+    def undo(self) -> None:
+        """Release the lock, and remove the lock file and the directories this start made, if still empty."""
+        if self.lock is not None:
+            self.lock.release()
+            if self.made_lock:
+                self.lock.path.unlink(missing_ok=True)
+        for directory in reversed(self.made):
+            try:
+                directory.rmdir()
+            except OSError:
+                return  # something else is in it now: keep it, and its parents
+
+
+def prepare_data_dir(settings: WorkerSettings) -> DataDir:
+    """Create the data directory with its parents and, for RocksDB, lock it; its path is absolute."""
     directory = Path(settings.data_dir).expanduser().absolute()
+    made = [d for d in (*reversed(directory.parents), directory) if not d.exists()]
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -91,10 +116,15 @@ def prepare_data_dir(settings: WorkerSettings) -> tuple[Path, DataDirLock | None
             f"{mkdir_reason(exc, directory)}; choose another --data-dir",
         ) from None
     if settings.store != "rocksdb":
-        return directory, None
+        return DataDir(directory, None, made)
     lock = DataDirLock(directory)
-    lock.acquire()
-    return directory, lock
+    made_lock = not lock.path.exists()
+    try:
+        lock.acquire()
+    except BaseException:
+        DataDir(directory, None, made).undo()
+        raise
+    return DataDir(directory, lock, made, made_lock)
 
 
 def check_port_free(host: str, port: int, what: str, flag: str) -> None:

@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from streams.errors import CommandError
+from streams.worker.settings import WorkerSettings
 from streams.worker.startup import (
+    LOCK_FILE,
     UNSETTLED_QUIET,
     UNSETTLED_REASSIGNMENTS,
     Reassignments,
     RepeatLimiter,
     check_not_compacted,
     library_logging,
+    prepare_data_dir,
     unsettled_line,
 )
 
@@ -398,3 +401,22 @@ def test_fewer_replicas_than_three_off_the_embedded_broker_are_said(
     )
     _prepare(monkeypatch, tmp_path, {}, {}, brokers=2, embedded=False, replication_factor=2)
     assert capsys.readouterr().err == ""
+
+
+def test_a_failed_start_removes_only_what_it_made(tmp_path: Path) -> None:
+    """The data directory and lock file a start made go when it fails before the worker runs; a directory or lock
+    file that was there before (an earlier worker's) stays."""
+    fresh = prepare_data_dir(WorkerSettings(data_dir=str(tmp_path / "a" / "b" / "data")))
+    assert fresh.lock is not None and (fresh.path / LOCK_FILE).exists()
+    fresh.undo()
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept"
+    (kept / "data").mkdir(parents=True)
+    (kept / "data" / LOCK_FILE).write_text("1\n")
+    again = prepare_data_dir(WorkerSettings(data_dir=str(kept / "data" / "sub"), store="memory"))
+    again.undo()
+    assert sorted(p.name for p in kept.rglob("*")) == ["data", LOCK_FILE]
+    old = prepare_data_dir(WorkerSettings(data_dir=str(kept / "data")))
+    (old.path / "table").mkdir()  # written meanwhile: kept, and so is every directory above it
+    old.undo()
+    assert sorted(p.name for p in kept.rglob("*")) == ["data", LOCK_FILE, "table"]
