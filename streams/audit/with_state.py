@@ -140,7 +140,7 @@ class StatefulReplay:
             f"with-state: {len(self.bases)} runs: {c['stored']} from a stored state, {c['first']} begun in the "
             f"batch of their first event in range (from empty), {c['expired']} expired "
             f"(empty), {c['compacted']} from a newer state of a compacted changelog, {c['empty']} without "
-            f"state (empty); {self.warmed} earlier events re-applied silently (offsets {spans}); "
+            f"state (empty); {self.warmed} earlier events re-applied silently (read from offsets {spans}); "
             f"{len(self.skipped)} events skipped (already in a newer stored state); expiries in range: "
             f"{e['restarted_after_expiry']} restarts from empty replayed, {e['expired_without_return']} without a "
             f"later event, {e['expiry_unknown']} with an unknown restart point"
