@@ -130,6 +130,12 @@ def file_reason(exc: OSError, path: Path, *, writing: bool = False) -> str:
     return f"{words}; give another path" if writing else words  # a reader's caller says where to find one
 
 
+def stdout_reason(exc: OSError) -> str:
+    """Why stdout could not be written, and what to do when it is a full disk (the usual case)."""
+    words = exc.strerror or str(exc)
+    return f"{words}; free space there, or send the output elsewhere" if exc.errno == errno.ENOSPC else words
+
+
 def exit_code_table() -> str:
     """The exit statuses as plain text, for ``--help``."""
     return "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from streams.cli._args import STDOUT_CLOSED, note_stdout_closed, refuse_empty_paths, subcommands
 from streams.cli._signals import restored, sigterm_raises
-from streams.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CommandError, StdoutError, exit_code_table, report
+from streams.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    CommandError,
+    StdoutError,
+    exit_code_table,
+    report,
+    stdout_reason,
+)
 
 if TYPE_CHECKING:
     from streams.kafka.reader import RecordSource
@@ -290,7 +298,7 @@ def _stdout_failure(command: str, exc: OSError, guard: tuple[TextIO | None, _Gua
     """The output could not be written: one line, the status of an output file that cannot be written."""
     _drop_stdout(guard)
     name = f" {command}" if command else ""
-    error = CommandError("cannot write the output", "stdout", exc.strerror or str(exc))
+    error = CommandError("cannot write the output", "stdout", stdout_reason(exc))
     print(f"loopwatch{name}: {error.text()}", file=sys.stderr, flush=True)
     return error.code
 

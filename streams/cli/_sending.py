@@ -18,7 +18,7 @@ from typing import Any
 
 from streams.cli._args import partition_count
 from streams.cli._signals import settle
-from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, StdoutError
+from streams.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, StdoutError, stdout_reason
 from streams.kafka.security import KafkaSecurity
 from streams.topics import partition_count_problem
 from streams.worker.settings import DEFAULT_PARTITIONS, SettingsError, env_int, environ
@@ -165,4 +165,4 @@ def _say_sent(summary: str, *, code: int = EXIT_USAGE) -> None:
         raise  # the reader went away (... | head): 141, as for every command
     except OSError as exc:
         what = f"{summary}, but cannot write that to the output"
-        raise StdoutError(what, exc.strerror or str(exc), code=code) from None
+        raise StdoutError(what, stdout_reason(exc), code=code) from None

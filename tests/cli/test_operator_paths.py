@@ -28,7 +28,9 @@ from tests.support.cli import CONFIG, LOOPWATCH, READY_TIMEOUT, clean_env, lw, r
 from tests.support.procs import free_port, start_process, stop_process, wait_until
 
 FULL = Path("/dev/full")
-WRITE_FAILED = "cannot write the output (stdout): No space left on device"
+WRITE_FAILED = (
+    "cannot write the output (stdout): No space left on device; free space there, or send the output elsewhere"
+)
 
 
 @pytest.fixture
@@ -494,7 +496,9 @@ def test_a_sending_command_says_what_it_sent_on_stdout_even_when_that_fails(
     assert f"{command}-closed" not in asyncio.run(partition_counts(bootstrap))
     code, err = run_into(empty, [*base, "--topic", f"{command}-full"], FULL)
     full = rf"loopwatch {command}: {line(f'{command}-full')}, but cannot write that to the output \(stdout\): No space "
-    assert code == 2 and re.fullmatch(full + "left on device\n", err), err
+    assert code == 2 and re.fullmatch(full + "left on device; free space there, or send the output elsewhere\n", err), (
+        err
+    )
     assert published(f"{command}-full") == count
 
 

@@ -140,7 +140,7 @@ def test_an_interrupted_simulate_whose_stdout_is_full_says_it_all_on_one_line(
     in_kafka = sum(true_end_offsets(broker.bootstrap, topic, range(_partitions(broker.bootstrap, topic))).values())
     assert proc.returncode == 130 and re.fullmatch(
         rf"loopwatch simulate: sent {in_kafka} events to {topic} in \d+\.\d s, then interrupted, but cannot write "
-        r"that to the output \(stdout\): No space left on device\n",
+        r"that to the output \(stdout\): No space left on device; free space there, or send the output elsewhere\n",
         err.decode(),
     ), err
 
