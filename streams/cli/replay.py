@@ -35,6 +35,7 @@ from streams.cli._args import (
     topic_name,
 )
 from streams.cli._config import load_config, note_detection_off
+from streams.cli._range import RANGE_FLAGS, add_range_arguments, note_range, topic_range
 from streams.config_file import LoadedConfig
 from streams.detection.canonical import js_trim
 from streams.errors import EXIT_FINDINGS, CommandError
@@ -65,19 +66,7 @@ def register(sub: Any) -> None:
         type=bootstrap,
         help=f"Kafka bootstrap servers HOST:PORT, with --topic (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
-    p.add_argument(
-        "--from",
-        dest="start",
-        metavar="SPEC",
-        help="first offsets (N for every partition, or P:N,...: partitions not listed are read from their first "
-        "offset) or an RFC 3339 time",
-    )
-    p.add_argument(
-        "--to",
-        dest="end",
-        metavar="SPEC",
-        help="end offsets, exclusive (N, or P:N,...: partitions not listed are read to their end) or an RFC 3339 time",
-    )
+    add_range_arguments(p)
     p.add_argument("--strict", action="store_true", help="with --topic: exit 2 when any record was bad")
     p.add_argument(
         "--compare-verdicts", action="store_true", help="with --topic: diff against the verdicts topic (exit 1)"
@@ -129,8 +118,7 @@ def _add_state_arguments(p: argparse.ArgumentParser) -> None:
 #: environment's defaults (LOOPWATCH_GROUP, LOOPWATCH_KAFKA_*) are read where the values are used.
 _TOPIC_ONLY: tuple[tuple[str, str], ...] = (
     ("--bootstrap", "bootstrap"),
-    ("--from", "start"),
-    ("--to", "end"),
+    *RANGE_FLAGS,
     ("--strict", "strict"),
     ("--compare-verdicts", "compare_verdicts"),
     ("--verdicts-topic", "verdicts_topic"),
@@ -355,12 +343,7 @@ def _check_named(records: RecordSource, topic: str, failure: Callable[[Exception
 def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
     """``--topic``: replay a topic range like the worker; optionally compare or explain."""
     args.bootstrap = bootstrap_setting(args, "replay")
-    try:
-        start = reader.parse_bound(args.start) if args.start is not None else None
-        end = reader.parse_bound(args.end) if args.end is not None else None
-        reader.check_order(start, end)
-    except reader.RangeError as exc:
-        raise CommandError(str(exc), "--from/--to", _HELP) from None
+    start, end = topic_range(args, "replay")
     try:
         security = security_from_args(args)
     except KafkaSecurityError as exc:
@@ -378,16 +361,7 @@ def run_topic(args: argparse.Namespace, config: LoadedConfig) -> int:
         read = asyncio.run(records.read(args.topic, start, end))
     except Exception as exc:
         raise reader.read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
-    past = reader.past_end(start, end, read.ends)
-    if past:
-        print(f"loopwatch replay: note: {past}", file=sys.stderr)
-    if not any(read.records.values()) and (args.start is not None or args.end is not None):
-        spans = ", ".join(f"{p}: {lo}..{hi}" for p, (lo, hi) in sorted(read.ranges.items()))
-        print(
-            f"loopwatch replay: note: no record of {args.topic} in the range (partition: [from, to) {spans}); "
-            "check --from/--to",
-            file=sys.stderr,
-        )
+    note_range("replay", args, start, end, read)
     events, bad = source.decode_records(read.records)
     reader.check_kind(args.topic, "events", sum(map(len, events.values())), [b.describe(args.topic) for b in bad])
     if args.run is not None and bad:

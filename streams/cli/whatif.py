@@ -31,6 +31,7 @@ from streams.cli._args import (
     topic_name,
 )
 from streams.cli._config import install_profiles, profiles_input
+from streams.cli._range import RANGE_FLAGS, add_range_arguments, note_range, topic_range
 from streams.config_file import ConfigFileError, LoadedConfig, format_warning, load_openclaw_config
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES
 from streams.errors import CommandError, file_reason
@@ -74,12 +75,15 @@ def register(sub: Any) -> None:
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--events", type=Path, help="JSON Lines file of events ('-' for stdin)")
-    source.add_argument("--topic", type=topic_name, help="read this topic from its beginning to its end offsets")
+    source.add_argument(
+        "--topic", type=topic_name, help="read this topic, from its beginning to its end offsets unless --from/--to"
+    )
     p.add_argument(
         "--bootstrap",
         type=bootstrap,
         help=f"Kafka bootstrap servers HOST:PORT, with --topic (env LOOPWATCH_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})",
     )
+    add_range_arguments(p)
     p.add_argument(
         "--sweep",
         metavar="KEY=a..b[:step]",
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             hint="give --candidate FILE and/or --sweep KEY=a..b, or --candidate-profile NAME",
         )
     if args.events is not None:
-        refuse_topic_only(args, (("--bootstrap", "bootstrap"),), "whatif")
+        refuse_topic_only(args, (("--bootstrap", "bootstrap"), *RANGE_FLAGS), "whatif")
     refuse_without(args, ("--html", "html"), (("--buckets", "buckets"),), "whatif")
     files = (
         *((flag, getattr(args, flag[2:])) for flag in ("--events", "--config", "--candidate")),
@@ -135,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         return _error("--limit does nothing without --candidate or --candidate-profile", hint=hint)
     if args.topic is not None:
         args.bootstrap = bootstrap_setting(args, "whatif")
+    start, end = topic_range(args, "whatif")  # None, None with --events (refused above when given)
     try:
         sweep = parse_sweep(args.sweep) if args.sweep is not None else None
     except SweepError as exc:
@@ -170,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
             )
             _error(what, hint="fix the file, or pass --skip-invalid to report such lines and go on")
     else:
-        name = f"topic {args.topic}"
+        given = [f"{flag} {value}" for flag, value in (("--from", args.start), ("--to", args.end)) if value is not None]
+        name = f"topic {args.topic}" + (f" ({' '.join(given)})" if given else "")
         from streams.kafka.reader import KafkaSource, RecordSource, merged, read_failure
 
         try:
@@ -180,10 +186,11 @@ def run(args: argparse.Namespace) -> int:
         topic_source: RecordSource = args.record_source or KafkaSource(args.bootstrap, security)
         topic_source.check()
         try:
-            records = merged(asyncio.run(topic_source.read(args.topic)))
+            read = asyncio.run(topic_source.read(args.topic, start, end))
         except Exception as exc:  # as replay: a wrong topic name is exit status 2, Kafka's errors 3
             raise read_failure(exc, f"cannot read topic {args.topic}", args.bootstrap, security) from None
-        events, bad = read_records(records, args.topic)  # the worker dead-letters the rest: reported, counted
+        note_range("whatif", args, start, end, read)
+        events, bad = read_records(merged(read), args.topic)  # the worker dead-letters the rest: reported, counted
 
     if candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate):
         print(

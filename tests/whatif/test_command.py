@@ -236,6 +236,34 @@ def test_whatif_topic_refuses_what_the_worker_dead_letters(tmp_path: Path, capsy
         }
 
 
+def test_whatif_topic_reads_the_range_from_and_to_give(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ "What would a new threshold have flagged last week": ``--from``/``--to`` bound the topic read as replay's do,
+    and the report is the one of the same events given as a file."""
+    config, events_file = scenario_files(STICKY, tmp_path)
+    events = wire_events(SCENARIOS[STICKY])
+    key = _key(events[0])
+    records = [TopicRecord(0, offset, offset, key, json.dumps(e).encode()) for offset, e in enumerate(events)]
+    served = ListSource({"t": records})
+    candidate = candidate_file(STICKY, tmp_path, criticalThreshold=15)
+    argv = ("--config", str(config), "--candidate", str(candidate), "--format", "json")
+    topic = ("--topic", "t", "--bootstrap", "b:1")
+    code, out, err = _run(capsys, *argv, *topic, "--from", "3", "--to", "14", records=served)
+    assert code == 0 and err == "", err
+    ranged = json.loads(out)
+    part = tmp_path / "part.jsonl"
+    part.write_text("".join(json.dumps(e) + "\n" for e in events[3:14]), encoding="utf-8")
+    code, out, _ = _run(capsys, *argv, "--events", str(part))
+    from_file = json.loads(out)
+    assert ranged["events"] == {**from_file["events"], "source": "topic t (--from 3 --to 14)"}
+    assert ranged["events"]["count"] == 11 and ranged["summary"] == from_file["summary"]
+    code, _, err = _run(capsys, *argv, *topic, "--from", "14", "--to", "3", records=served)
+    assert code == 2 and err.startswith("loopwatch whatif: ") and "(--from/--to)" in err, err
+    code, _, err = _run(capsys, *argv, *topic, "--from", "999", records=served)
+    assert code == 0 and "note: no record of t in the range" in err, err
+    code, _, err = _run(capsys, *argv, "--events", str(events_file), "--from", "3")
+    assert code == 2 and "flags that need --topic given with --events (--from)" in err, err
+
+
 def test_a_topic_without_one_event_is_named_as_another_kind_s_topic(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

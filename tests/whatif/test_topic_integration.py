@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,22 @@ def test_topic_and_file_give_the_same_report(tmp_path: Path, capsysbinary: pytes
     from_file = json.loads(capsysbinary.readouterr().out)
     with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
         create_topics(broker.bootstrap, {"loopwatch.events": 3})
+        before = datetime.now(UTC) - timedelta(seconds=5)
         count = asyncio.run(publish(iter(records()), broker.bootstrap, "loopwatch.events", 100, False))
         assert count == 1500
         code = main([*common, "--topic", "loopwatch.events", "--bootstrap", broker.bootstrap])
         captured = capsysbinary.readouterr()
         assert code == 0, captured.err.decode()
         from_topic = json.loads(captured.out)
+        # a time range (the broker's write times, resolved with offsets_for_times) around every record: the same
+        after = datetime.now(UTC) + timedelta(minutes=5)
+        bounds = ["--from", before.isoformat(), "--to", after.isoformat()]
+        assert main([*common, "--topic", "loopwatch.events", "--bootstrap", broker.bootstrap, *bounds]) == 0
+        timed = json.loads(capsysbinary.readouterr().out)
+        assert timed["events"]["count"] == from_topic["events"]["count"] and timed["summary"] == from_topic["summary"]
+        assert main([*common, "--topic", "loopwatch.events", "--bootstrap", broker.bootstrap, "--from",
+                     after.isoformat()]) == 0  # fmt: skip
+        assert b"note: no record of loopwatch.events in the range" in capsysbinary.readouterr().err
         assert main([*common, "--topic", "no.such.topic", "--bootstrap", broker.bootstrap]) == 2
         assert b"no such topic" in capsysbinary.readouterr().err
     assert from_topic["events"] == {**from_file["events"], "source": "topic loopwatch.events"}
