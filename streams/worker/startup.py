@@ -51,33 +51,60 @@ class DataDirLock:
     def __init__(self, directory: Path) -> None:
         self.path = directory / LOCK_FILE
         self._file: IO[str] | None = None
+        self.created = False  # the lock file held did not exist before (a failed start removes it)
 
     def acquire(self) -> None:
-        handle = open(self.path, "a+", encoding="ascii")  # noqa: SIM115 - held until release() or exit
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise CommandError(
-                    f"data directory in use by another worker (pid {holder})",
-                    str(self.path.parent),
-                    second_worker_hint("--data-dir"),
-                    code=EXIT_UNAVAILABLE,
-                ) from None
-            raise CommandError("cannot lock the data directory", str(self.path), exc.strerror) from None
+        for _ in range(3):
+            handle = self._open()
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise CommandError(
+                        f"data directory in use by another worker (pid {holder})",
+                        str(self.path.parent),
+                        second_worker_hint("--data-dir"),
+                        code=EXIT_UNAVAILABLE,
+                    ) from None
+                raise CommandError("cannot lock the data directory", str(self.path), exc.strerror) from None
+            if _same_file(handle, self.path):
+                break
+            handle.close()  # a failed start removed the file this lock opened (DataDir.undo): lock the new one
+        else:
+            raise CommandError("cannot lock the data directory", str(self.path), "its lock file keeps changing")
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         self._file = handle
 
+    def _open(self) -> IO[str]:
+        """The lock file, opened for writing; ``created`` says whether this call made it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            self.created = True
+        except FileExistsError:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.created = False
+        return os.fdopen(fd, "r+", encoding="ascii")
+
     def release(self) -> None:
         handle, self._file = self._file, None
         if handle is not None:
             handle.close()
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    """Whether the open ``handle`` is still the file at ``path`` (not one removed since it was opened)."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(handle.fileno())
+    return (held.st_dev, held.st_ino) == (here.st_dev, here.st_ino)
 
 
 @dataclass(slots=True)
@@ -88,14 +115,14 @@ class DataDir:
     path: Path
     lock: DataDirLock | None
     made: list[Path] = field(default_factory=list)  # directories this start created, outermost first
-    made_lock: bool = False  # the lock file did not exist before
 
     def undo(self) -> None:
-        """Release the lock, and remove the lock file and the directories this start made, if still empty."""
+        """Remove the lock file this start made (while still holding its lock, so that no other worker can lock
+        the removed file) and release the lock; then the directories this start made, if still empty."""
         if self.lock is not None:
-            self.lock.release()
-            if self.made_lock:
+            if self.lock.created:
                 self.lock.path.unlink(missing_ok=True)
+            self.lock.release()
         for directory in reversed(self.made):
             try:
                 directory.rmdir()
@@ -103,28 +130,41 @@ class DataDir:
                 return  # something else is in it now: keep it, and its parents
 
 
-def prepare_data_dir(settings: WorkerSettings) -> DataDir:
-    """Create the data directory with its parents and, for RocksDB, lock it; its path is absolute."""
-    directory = Path(settings.data_dir).expanduser().absolute()
-    made = [d for d in (*reversed(directory.parents), directory) if not d.exists()]
+def _make_dirs(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents, one level at a time; the ones this call created, outermost
+    first (a ``..`` in the path is never counted as made: its ``mkdir`` finds it there)."""
+    made: list[Path] = []
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        for level in (*reversed(directory.parents), directory):
+            try:
+                level.mkdir()
+            except FileExistsError:
+                continue
+            made.append(level)
+        directory.mkdir(exist_ok=True)  # a file where the directory should be still fails here
     except OSError as exc:
+        DataDir(directory, None, made).undo()
         raise CommandError(
             "cannot create the data directory",
             str(directory),
             f"{mkdir_reason(exc, directory)}; choose another --data-dir",
         ) from None
+    return made
+
+
+def prepare_data_dir(settings: WorkerSettings) -> DataDir:
+    """Create the data directory with its parents and, for RocksDB, lock it; its path is absolute."""
+    directory = Path(settings.data_dir).expanduser().absolute()
+    made = _make_dirs(directory)
     if settings.store != "rocksdb":
         return DataDir(directory, None, made)
     lock = DataDirLock(directory)
-    made_lock = not lock.path.exists()
     try:
         lock.acquire()
     except BaseException:
-        DataDir(directory, None, made).undo()
+        DataDir(directory, None, made).undo()  # a directory that holds a lock file stays
         raise
-    return DataDir(directory, lock, made, made_lock)
+    return DataDir(directory, lock, made)
 
 
 def check_port_free(host: str, port: int, what: str, flag: str) -> None:

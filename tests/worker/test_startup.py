@@ -17,6 +17,7 @@ from streams.worker.startup import (
     LOCK_FILE,
     UNSETTLED_QUIET,
     UNSETTLED_REASSIGNMENTS,
+    DataDirLock,
     Reassignments,
     RepeatLimiter,
     check_not_compacted,
@@ -420,3 +421,28 @@ def test_a_failed_start_removes_only_what_it_made(tmp_path: Path) -> None:
     (old.path / "table").mkdir()  # written meanwhile: kept, and so is every directory above it
     old.undo()
     assert sorted(p.name for p in kept.rglob("*")) == ["data", LOCK_FILE, "table"]
+
+
+def test_a_dot_dot_path_counts_only_the_directories_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``new/../existing``: ``new`` was made, ``existing`` was there (a lexical check took it for made)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing").mkdir()
+    made = prepare_data_dir(WorkerSettings(data_dir="new/../existing", store="memory"))
+    made.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
+
+
+def test_a_lock_on_a_removed_lock_file_is_taken_again_on_the_new_one(tmp_path: Path) -> None:
+    """A failed start removes the lock file it made while holding its lock; a worker that had opened that file
+    before must not hold a lock on it then, or a third worker could lock a new file beside it."""
+    first = prepare_data_dir(WorkerSettings(data_dir=str(tmp_path / "d")))
+    second = DataDirLock(first.path)
+    stale = second._open()  # opened before the first start's undo removed the file
+    first.undo()
+    (tmp_path / "d").mkdir(exist_ok=True)
+    calls = iter([stale])
+    second._open = lambda: next(calls, None) or DataDirLock._open(second)  # type: ignore[method-assign]
+    second.acquire()  # locks the removed file first, sees it is gone, and locks a new one
+    with pytest.raises(CommandError, match="data directory in use by another worker"):
+        DataDirLock(first.path).acquire()
+    second.release()
