@@ -116,6 +116,7 @@ class StatefulReplay:
     warmed: int = 0  # events before the range applied silently
     restarted: int = 0  # range events applied to an empty state: the worker had expired their run just before
     warmup: dict[int, tuple[int, int]] = field(default_factory=dict)
+    ahead: dict[int, tuple[int, int]] = field(default_factory=dict)  # read after the range for first versions
     notes: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -135,12 +136,13 @@ class StatefulReplay:
     def summary(self) -> str:
         c = self.counts()
         e = self.expiries()
-        spans = ", ".join(f"{p}:{lo}..{hi - 1}" for p, (lo, hi) in sorted(self.warmup.items())) or "none"
+        spans = _spans(self.warmup) or "none"
+        after = f" and after the range ({_spans(self.ahead)}) to rebuild first states" if self.ahead else ""
         return (
             f"with-state: {len(self.bases)} runs: {c['stored']} from a stored state, {c['first']} begun in the "
             f"batch of their first event in range (from empty), {c['expired']} expired "
             f"(empty), {c['compacted']} from a newer state of a compacted changelog, {c['empty']} without "
-            f"state (empty); {self.warmed} earlier events re-applied silently (read from offsets {spans}); "
+            f"state (empty); {self.warmed} earlier events re-applied silently (read from offsets {spans}{after}); "
             f"{len(self.skipped)} events skipped (already in a newer stored state); expiries in range: "
             f"{e['restarted_after_expiry']} restarts from empty replayed, {e['expired_without_return']} without a "
             f"later event, {e['expiry_unknown']} with an unknown restart point"
@@ -155,6 +157,7 @@ class StatefulReplay:
             "skipped": len(self.skipped),
             **self.expiries(),
             "warmup": {str(p): list(r) for p, r in sorted(self.warmup.items())},
+            "ahead": {str(p): list(r) for p, r in sorted(self.ahead.items())},
         }
 
     def replayed_in_range(self, verdict: Mapping[str, Any]) -> bool:
@@ -163,6 +166,11 @@ class StatefulReplay:
         if not isinstance(where, dict):
             return True
         return (where.get("partition"), where.get("offset")) not in self.skipped
+
+
+def _spans(spans: Mapping[int, tuple[int, int]]) -> str:
+    """``P:first..last`` of each ``[from, to)`` span."""
+    return ", ".join(f"{p}:{lo}..{hi - 1}" for p, (lo, hi) in sorted(spans.items()))
 
 
 def replay_from_bases(
@@ -274,9 +282,10 @@ def plan_state(
     lookback = {run: max(-1, firsts[run] - LOOKBACK - 1) for run, b in bases.items() if b.origin == "compacted"}
     spans = warmup_ranges({**bases, **{run: Base(None, after, "first") for run, after in lookback.items()}}, starts)
     ahead: dict[int, tuple[int, int]] = {}
-    for partition, key in lookback:
-        end, after = (ends or {}).get(partition), bases[(partition, key)].after
-        if end is not None and after >= end:
+    for run in lookback:
+        partition, end, after = run[0], (ends or {}).get(run[0]), bases[run].after
+        # a first version covers at most one batch past the run's first event: a newer one is no first version
+        if end is not None and end <= after < firsts[run] + LOOKBACK:
             ahead[partition] = (end, max(after + 1, ahead.get(partition, (end, end))[1]))
     notes = [*index.ignored, *index.gaps]
     for run, base in sorted(bases.items()):
@@ -297,6 +306,7 @@ def finish_state(
     bases = confirm_bases(plan, events, warm, config)
     result = replay_from_bases(events, warm, bases, config, topic, include_all=include_all)
     result.warmup = dict(plan.warmup)
+    result.ahead = dict(plan.ahead)
     result.notes = list(plan.notes)
     return result
 

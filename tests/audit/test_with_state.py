@@ -150,6 +150,23 @@ def test_range_ending_inside_the_batch_of_a_first_version(tmp_path: Path, start:
     assert comparable(result.records) == want
 
 
+def test_what_is_read_after_the_range_is_bounded_by_a_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compacted changelog keeps each run's newest state, far past ``--to`` for every run still active then:
+    only a state within one batch (``LOOKBACK``) of the run's first event can be a first version, so only that
+    much is read after the range, and the summary names it."""
+    config, records = setup_runs(tmp_path)
+    _, changelog = run_worker(records, config, batch=100)  # one batch: every first version covers offset 42
+    assert stateful_replay(records, changelog, config, 0, 20).ahead == {0: (20, 43)}
+    newest = sorted({r.key: r for r in changelog}.values(), key=lambda r: r.offset)
+    monkeypatch.setattr(with_state, "LOOKBACK", 5)  # a batch of 5: 42 is out of reach of offsets 20 and 21
+    bounded = stateful_replay(records, newest, config, 20, 22)
+    assert bounded.ahead == {} and {b.origin for b in bounded.bases.values()} == {"compacted"}
+    monkeypatch.setattr(with_state, "LOOKBACK", 10_000)
+    result = stateful_replay(records, changelog, config, 0, 20)
+    assert "and after the range (0:20..42) to rebuild first states" in result.summary()
+    assert result.to_json()["ahead"] == {"0": [20, 43]}
+
+
 def test_compacted_changelog_skips_what_the_newer_state_covers(tmp_path: Path) -> None:
     config, records = setup_runs(tmp_path)
     published, changelog = run_worker(records, config, batch=7)
