@@ -61,6 +61,7 @@ SURFACES: dict[str, set[str]] = {
     },
     "streams.audit.replay": {"replay_lines", "replay_partitions"},
     "streams.audit.source": {
+        "BAD_LINES_HINT",
         "BadRecord",
         "PositionedEvent",
         "decode_lines",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Final
 
 from schemas import Event, SourceRef
 from streams.decode import InvalidEvent, Rejection, accept, decode_event
@@ -87,14 +87,21 @@ def lines(stream: IO[bytes]) -> Iterator[bytes]:
         yield raw.rstrip(b"\r\n")
 
 
+#: What to do about bad lines, said after them by replay and whatif.
+BAD_LINES_HINT: Final = "fix the file, or pass --skip-invalid to report such lines and go on"
+#: Bad lines held back before the first event (:func:`decode_lines`); more are counted, not kept.
+_HELD: Final = 1_000
+
+
 def decode_lines(lines: Iterable[bytes], name: str) -> Iterator[tuple[int, Event | None]]:
     """Each non-blank line's 0-based index and its event. A bad line is reported on stderr
     (``NAME:LINE: invalid event (reason): detail``) and yields None, so callers decide whether to go on.
 
-    The bad lines before the first event are held back: when no line is an event, the input is not an events
-    file (a verdicts dump, say), and that is one error line (exit status 2), as for a topic of another kind,
-    where a note per line would bury it."""
+    The bad lines before the first event are held back (the first :data:`_HELD`, the rest counted): when no line
+    is an event, the input is not an events file (a verdicts dump, say), and that is one error line (exit status
+    2), as for a topic of another kind, where a note per line would bury it."""
     held: list[str] = []
+    more = 0
     seen = False
     for index, raw in enumerate(lines):
         if not raw.strip():
@@ -105,21 +112,26 @@ def decode_lines(lines: Iterable[bytes], name: str) -> Iterator[tuple[int, Event
             message = invalid_line(name, index + 1, exc)
             if seen:
                 print(message, file=sys.stderr)
-            else:
+            elif len(held) < _HELD:
                 held.append(message)
+            else:
+                more += 1
             yield index, None
             continue
         if not seen:
             seen = True
             for message in held:
                 print(message, file=sys.stderr)
+            if more:
+                print(f"{name}: {more} more invalid lines before the first event", file=sys.stderr)
         yield index, event
     if held and not seen:
-        what = f"none of its {len(held)} lines is an event" if len(held) > 1 else "its one line is not an event"
+        count = len(held) + more
+        what = f"none of its {count} lines is an event" if count > 1 else "its one line is not an event"
         raise CommandError(
             f"{name} holds no events: {what} ({held[0]})",
-            hint="give --events a file of events, one JSON object per line "
-            "('loopwatch tail --topic EVENTS_TOPIC --json' writes one)",
+            hint="give --events a file of events, one JSON object per line ('loopwatch tail --topic "
+            "loopwatch.events --from-beginning --json --timeout S' writes one)",
         )
 
 
@@ -154,6 +166,7 @@ def read_records(records: Iterable[TopicRecord], topic: str) -> tuple[list[Index
 
 
 __all__ = [
+    "BAD_LINES_HINT",
     "BadRecord",
     "PositionedEvent",
     "decode_lines",

@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace, config: LoadedConfig) -> int:
     if status:  # bad lines, each named above: the last line says what happened and what to do
         raise CommandError(
             f"the replay stopped at the first line of {name} that is not an event (each is named above)",
-            hint="fix the file, or pass --skip-invalid to report such lines and go on",
+            hint=source.BAD_LINES_HINT,
         )
     return 0
 

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from streams.audit.source import input_name, lines, read_events, read_records
+from streams.audit.source import BAD_LINES_HINT, input_name, lines, read_events, read_records
 from streams.cli._args import (
     Once,
     bootstrap,
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 if bad > 1
                 else f"a line of {input_name(name)} is not an event"
             )
-            _error(what, hint="fix the file, or pass --skip-invalid to report such lines and go on")
+            _error(what, hint=BAD_LINES_HINT)
     else:
         given = [f"{flag} {value}" for flag, value in (("--from", args.start), ("--to", args.end)) if value is not None]
         name = f"topic {args.topic}" + (f" ({' '.join(given)})" if given else "")

@@ -331,7 +331,7 @@ def test_a_file_without_one_event_is_one_line_naming_what_to_give(empty: Path) -
     what = (
         "verdicts.jsonl holds no events: none of its 3 lines is an event (verdicts.jsonl:1: invalid event "
         "(unknown_type): missing 'type'): give --events a file of events, one JSON object per line "
-        "('loopwatch tail --topic EVENTS_TOPIC --json' writes one)"
+        "('loopwatch tail --topic loopwatch.events --from-beginning --json --timeout S' writes one)"
     )
     for argv in (["replay"], ["replay", "--skip-invalid"], ["replay", "--run", "r1"],
                  ["whatif", "--candidate-profile", "openclaw-2026.9", "--skip-invalid"]):  # fmt: skip
