@@ -70,9 +70,9 @@ def no_such_topic_hint(topic: str, existing: Collection[str] | None, flag: str) 
         # a default name missing is most often a worker not started yet: say that first
         return f"{running} Or {guess}" if own else guess
     hint = f"give an existing topic with {flag}"
-    if own or topic.endswith(_CHANGELOG_SUFFIX):
-        hint += f"; {running}"
-    return hint
+    if own:
+        return f"{running} Or {hint}"
+    return f"{hint}; {running}" if topic.endswith(_CHANGELOG_SUFFIX) else hint
 
 
 @dataclass(frozen=True, slots=True)
