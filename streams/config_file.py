@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 import json5
@@ -39,7 +40,7 @@ from streams.detection.config import (
 )
 from streams.detection.profiles import ProfileChoice
 from streams.detection.types import MISSING, PROFILE_2026_9, LoopConfig
-from streams.errors import CommandError
+from streams.errors import CommandError, file_reason
 from streams.limits import COMPACT_RECORD_BYTES, MAX_STATE_BYTES
 
 _JSON5_POSITION = re.compile(r":(\d+) (.*) at column (\d+)\s*$", re.DOTALL)
@@ -324,6 +325,15 @@ def _config_hash(default: LoopConfig, agents: dict[str, LoopConfig]) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
+def unreadable(name: str, exc: OSError) -> ConfigFileError:
+    """A config or profiles file that cannot be read. A wrong path is the usual cause (the caller says which flag
+    gave it); a directory or a file without read permission says what the file must be instead
+    (:func:`streams.errors.file_reason`)."""
+    _, _, fix = file_reason(exc, Path(name)).partition("; ")
+    known = isinstance(exc, (PermissionError, IsADirectoryError))
+    return ConfigFileError(name, f"cannot read: {exc.strerror or exc}", fix=fix if known and fix else None)
+
+
 def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
     """Read and parse an OpenClaw config file (JSON5). Raises :class:`ConfigFileError` when it cannot."""
     name = os.fspath(path)
@@ -331,9 +341,7 @@ def load_openclaw_config(path: str | os.PathLike[str]) -> LoadedConfig:
         with open(name, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        # a wrong path is the usual cause (the caller says which flag gave it); these two are not
-        fix = {PermissionError: "the file must be readable", IsADirectoryError: "give the path of a file in it"}
-        raise ConfigFileError(name, f"cannot read: {exc.strerror or exc}", fix=fix.get(type(exc))) from None
+        raise unreadable(name, exc) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

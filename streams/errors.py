@@ -133,7 +133,8 @@ def file_reason(exc: OSError, path: Path, *, writing: bool = False) -> str:
 def stdout_reason(exc: OSError) -> str:
     """Why stdout could not be written, and what to do when it is a full disk (the usual case)."""
     words = exc.strerror or str(exc)
-    return f"{words}; free space there, or send the output elsewhere" if exc.errno == errno.ENOSPC else words
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return f"{words}; free space there, or send the output elsewhere" if full else words
 
 
 def exit_code_table() -> str:

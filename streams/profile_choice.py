@@ -17,7 +17,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from streams.config_file import ConfigFileError, LoadedConfig, format_warning, parse_json5
+from streams.config_file import ConfigFileError, LoadedConfig, format_warning, parse_json5, unreadable
 from streams.detection.config import normalize_agent_id, show_value
 from streams.detection.profiles import DEFAULT_PROFILE, PROFILES, VERSION_TABLE, ProfileChoice, Version, parse_version
 
@@ -41,8 +41,10 @@ def load_profile_choice(path: str | os.PathLike[str]) -> ProfileChoice:
     try:
         with open(name, encoding="utf-8-sig") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(name, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except OSError as exc:
+        raise unreadable(name, exc) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(name, f"cannot read: {exc}") from None
     doc = parse_json5(text, name)
     if not isinstance(doc, dict):
         raise ConfigFileError(name, "the profiles file must be an object")

@@ -217,6 +217,12 @@ def test_check_unparseable_or_unreadable_exits_2(tmp_path: Path, capsys: pytest.
     with patch("builtins.open", side_effect=PermissionError(13, "Permission denied")):
         assert main(["config", "check", str(denied)]) == 2
     assert capsys.readouterr().err.endswith("cannot read: Permission denied; the file must be readable\n")
+    # the profiles file by the same rule
+    events = tmp_path / "events.jsonl"
+    events.write_text("", encoding="utf-8")
+    assert main(["replay", "--events", str(events), "--profiles", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith(f"(--profiles {tmp_path}): cannot read: Is a directory; give the path of a "
+                                            "file in it\n")  # fmt: skip
 
 
 @pytest.mark.parametrize(

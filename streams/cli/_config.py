@@ -43,7 +43,9 @@ def install_profiles(config: LoadedConfig, args: argparse.Namespace) -> list[str
         return configure_profiles(config, args.profiles, default)
     except ConfigFileError as exc:
         reason = f"{exc.reason}; {JSON5_HINT}" if exc.syntax else exc.reason
-        if exc.reason.startswith("cannot read"):  # a wrong path, most likely; the other reasons say what to fix
+        if exc.fix is not None:
+            reason += f"; {exc.fix}"
+        elif exc.reason.startswith("cannot read"):  # a wrong path, most likely; the other reasons say what to fix
             reason += f"; check the path given to {_profiles_flag(args.profiles).rstrip(' =')}"
         raise CommandError(
             "cannot use the profiles file", f"{_profiles_flag(args.profiles)}{exc.where}", reason

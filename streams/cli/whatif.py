@@ -1,8 +1,8 @@
 """``loopwatch whatif``: what a candidate loop-detection config (or a sweep of one key) would change.
 
 Reads events like ``loopwatch replay`` (one event per line; a bad line is reported with its line number
-and makes the exit status 2 unless ``--skip-invalid``), or a whole topic from its first to its end offsets
-(``--topic`` with ``--bootstrap``; a record the worker dead-letters is reported and counted in the report). The
+and makes the exit status 2 unless ``--skip-invalid``), or a topic (``--topic`` with ``--bootstrap``): all of it,
+or the ``--from``/``--to`` range; a record the worker dead-letters is reported and counted in the report. The
 events are decoded once and kept in memory, then every config runs over them through the same core path as
 replay and the worker.
 """
@@ -60,7 +60,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "whatif",
         help="compare a candidate loop-detection config with the current one on recorded events",
-        description="Replay recorded events (a JSON Lines file, or a whole topic) under the current config and "
+        description="Replay recorded events (a JSON Lines file, or a topic or a range of it) under the current "
+        "config and "
         "a candidate config, or under a sweep of one setting, and show what would change: verdicts gained and "
         "lost, runs stopped earlier or later. Bad lines of a file are reported and make the exit status 2 unless "
         "--skip-invalid; records of a topic that the worker dead-letters are reported and counted in the report.",
@@ -93,7 +94,11 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="stdout format")
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report with charts")
     p.add_argument("--all", action="store_true", help="count every decision, not only published ones")
-    p.add_argument("--skip-invalid", action="store_true", help="report bad lines and go on")
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="report bad lines of --events and go on (a topic's bad records are always reported and skipped)",
+    )
     p.add_argument("--limit", type=non_negative_int, help=f"changed runs listed in the table (default {TABLE_LIMIT})")
     p.add_argument(
         "--buckets",
@@ -192,16 +197,18 @@ def run(args: argparse.Namespace) -> int:
         note_range("whatif", args, start, end, read)
         events, bad = read_records(merged(read), args.topic)  # the worker dead-letters the rest: reported, counted
 
-    if candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate):
+    both_off = candidate is not None and not _rolling_enabled(current) and not _rolling_enabled(candidate)
+    if both_off:
         print(
             "loopwatch whatif: note: loop detection is off for every agent of both configs (tools.loopDetection."
             "enabled is not true, as in OpenClaw's defaults), so only the post-compaction guard can differ; to "
             "compare loop detection, give --config (and --candidate) files with tools.loopDetection.enabled: true",
             file=sys.stderr,
         )
-    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and not _rolling_enabled(current):
+    rolling_off = not both_off and not _rolling_enabled(current)  # the note above says it for both configs
+    if sweep is not None and sweep.key != "postCompactionGuard.windowSize" and rolling_off:
         print(
-            "loopwatch whatif: note: rolling detection is off for every agent of the current config (enabled is not "
+            "loopwatch whatif: note: loop detection is off for every agent of the current config (enabled is not "
             f"true), so sweeping {sweep.key} cannot change anything",
             file=sys.stderr,
         )

@@ -112,8 +112,7 @@ def test_no_such_topic_hint_names_the_closest_topics_or_the_flag() -> None:
         "(check --topic)"
     )
     assert reader.no_such_topic_hint("loopwatch.verdicts", None, "--topic") == (
-        "the worker creates the loopwatch topics when it starts: is one running? Or give an existing topic with "
-        "--topic"
+        "the worker creates the loopwatch topics when it starts: is one running? Or give an existing topic with --topic"
     )
     assert reader.no_such_topic_hint("x-runs-changelog", None, "--topic").endswith("is one running?")
     assert reader.no_such_topic_hint("lx-runs-changelog", cluster, "--group") == (

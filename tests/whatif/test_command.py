@@ -199,7 +199,7 @@ def test_sweeping_with_rolling_detection_off_says_why_nothing_changes(
     _, events = scenario_files(STICKY, tmp_path)
     code, out, err = _run(capsys, "--events", str(events), "--sweep", "warningThreshold=5..6")
     assert code == 0 and "current    (OpenClaw defaults)" in out
-    assert "note: rolling detection is off for every agent" in err
+    assert "note: loop detection is off for every agent of the current config" in err
     # a candidate as off as the current config: "Runs that change: 0" said nothing of why
     code, out, err = _run(capsys, "--events", str(events), "--candidate-profile", "openclaw-2026.9")
     assert code == 0 and "note: loop detection is off for every agent of both configs" in err, err
