@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -71,13 +72,14 @@ def partitions_setting(args: argparse.Namespace, command: str) -> int:
 async def create_if_missing(bootstrap: str, topic: str, partitions: int, security: KafkaSecurity) -> None:
     """Create ``topic`` with ``partitions`` and the worker's replication when the cluster lacks it (a broker that
     creates topics on first use would give it its own default count, which the worker then refuses)."""
-    from streams.kafka.admin import ensure_topics
+    from streams.kafka.admin import TopicMismatchError, ensure_topics
     from streams.kafka.client import broker_count, partition_counts
     from streams.worker.settings import replication_for
 
     if topic not in await partition_counts(bootstrap, security=security):
         replication = replication_for(await broker_count(bootstrap, security=security), None)  # as the worker's
-        await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
+        with contextlib.suppress(TopicMismatchError):  # made meanwhile by another (a worker starting): it is used
+            await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
 
 
 async def send_counted(

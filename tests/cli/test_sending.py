@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.cli._sending import BLOCK, Progress, plural, send_counted
+from streams.cli._sending import BLOCK, Progress, create_if_missing, plural, send_counted
 
 
 class HeldProducer:
@@ -110,3 +110,24 @@ def test_a_failed_block_raises_its_first_failure_and_reads_every_other(caplog: p
 
 def test_the_count_is_plural_only_when_it_should_be() -> None:
     assert [plural(n, "event") for n in (0, 1, 2)] == ["0 events", "1 event", "2 events"]
+
+
+def test_a_topic_made_by_another_between_the_check_and_the_creation_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker starting at the same moment can create the topic with its own count after the check found none:
+    the command sends into it (as into any existing topic), where it failed with "topic has N partitions"."""
+    from streams.kafka import admin, client
+    from streams.kafka.security import PLAINTEXT
+
+    async def nothing(*_: object, **__: object) -> dict[str, int]:
+        return {}
+
+    async def one(*_: object, **__: object) -> int:
+        return 1
+
+    async def made_meanwhile(*_: object, **__: object) -> dict[str, bool]:
+        raise admin.TopicMismatchError("topic has 12 partitions, 2 required (t)")
+
+    monkeypatch.setattr(client, "partition_counts", nothing)
+    monkeypatch.setattr(client, "broker_count", one)
+    monkeypatch.setattr(admin, "ensure_topics", made_meanwhile)
+    asyncio.run(create_if_missing("b:1", "t", 2, PLAINTEXT))
