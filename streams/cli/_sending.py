@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from streams.cli._args import partition_count
@@ -80,6 +80,30 @@ async def create_if_missing(bootstrap: str, topic: str, partitions: int, securit
         replication = replication_for(await broker_count(bootstrap, security=security), None)  # as the worker's
         with contextlib.suppress(TopicMismatchError):  # made meanwhile by another (a worker starting): it is used
             await ensure_topics(bootstrap, {topic: partitions}, replication=replication, security=security)
+
+
+async def send_to_topic(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    *,
+    partitions: int,
+    security: KafkaSecurity,
+    progress: Progress | None,
+    producer: Mapping[str, Any],
+    start_timeout: float,
+    rate: float = 0.0,
+) -> int:
+    """Create ``topic`` if missing (:func:`create_if_missing`), then send every record with a producer of the
+    command's ``producer`` settings (``acks=all``) and wait for each confirmation (:func:`send_counted`)."""
+    from aiokafka import AIOKafkaProducer  # only the sending path needs Kafka
+
+    from streams.kafka.client import started
+
+    await create_if_missing(bootstrap, topic, partitions, security)
+    client = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **producer, **security.aiokafka_kwargs())
+    async with started(client, start_timeout):
+        return await send_counted(client, topic, records, progress, rate=rate)
 
 
 async def send_counted(

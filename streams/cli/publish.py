@@ -25,22 +25,18 @@ from streams.cli._args import (
 from streams.cli._sending import (
     Progress,
     add_partitions_argument,
-    create_if_missing,
     partitions_setting,
     plural,
     run_counted,
-    send_counted,
+    send_to_topic,
 )
 from streams.decode import InvalidEvent, decode_event, scope_key
 from streams.errors import EXIT_USAGE, CommandError
 from streams.kafka.client import (
     preflight,
     scope_key_from_raw,
-    started,
 )
 from streams.kafka.security import (
-    PLAINTEXT,
-    KafkaSecurity,
     KafkaSecurityError,
     add_security_arguments,
     security_from_args,
@@ -102,33 +98,6 @@ def prepare(
     return records, refused
 
 
-async def send_all(
-    bootstrap: str,
-    topic: str,
-    records: list[tuple[bytes | None, bytes]],
-    *,
-    partitions: int,
-    raw: bool,
-    security: KafkaSecurity = PLAINTEXT,
-    progress: Progress | None = None,
-) -> int:
-    """Create the topic if missing, send every record in order and wait for all acknowledgements; ``progress``
-    keeps what the broker confirmed, also when the sending is cancelled (Ctrl-C)."""
-    from aiokafka import AIOKafkaProducer
-
-    await create_if_missing(bootstrap, topic, partitions, security)
-    producer = AIOKafkaProducer(
-        **security.aiokafka_kwargs(),
-        bootstrap_servers=bootstrap,
-        acks="all",
-        linger_ms=5,
-        max_request_size=_RAW_MAX_REQUEST if raw else 1_048_576,
-        client_id="loopwatch-publish",
-    )
-    async with started(producer, 15.0):
-        return await send_counted(producer, topic, records, progress)
-
-
 def run(args: argparse.Namespace) -> int:
     args.bootstrap = bootstrap_setting(args, "publish")
     try:
@@ -146,8 +115,19 @@ def run(args: argparse.Namespace) -> int:
         said = f"sent {plural(count, 'record' if args.raw else 'event')} to {args.topic}"
         return said + (f"; refused {plural(refused, 'invalid line')}" if refused else "")
 
-    sending = send_all(
-        args.bootstrap, args.topic, records, partitions=partitions, raw=args.raw, security=security, progress=progress
+    sending = send_to_topic(
+        args.bootstrap,
+        args.topic,
+        records,
+        partitions=partitions,
+        security=security,
+        progress=progress,
+        producer={
+            "linger_ms": 5,
+            "max_request_size": _RAW_MAX_REQUEST if args.raw else 1_048_576,
+            "client_id": "loopwatch-publish",
+        },
+        start_timeout=15.0,
     )
     run_counted(sending, progress, summary, topic=args.topic, bootstrap=args.bootstrap, security=security)
     return EXIT_USAGE if refused else 0

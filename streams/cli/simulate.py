@@ -32,11 +32,10 @@ from streams.cli._args import (
 from streams.cli._sending import (
     Progress,
     add_partitions_argument,
-    create_if_missing,
     partitions_setting,
     plural,
     run_counted,
-    send_counted,
+    send_to_topic,
 )
 from streams.errors import CommandError, file_reason
 from streams.kafka.security import (
@@ -248,21 +247,17 @@ async def publish(
     """Produce every record (key = scope key) to ``topic``, created with ``partitions`` if missing; with
     ``realtime`` each waits for its simulated time. ``progress`` keeps what the broker confirmed, also when the
     publishing is cancelled (Ctrl-C)."""
-    from aiokafka import AIOKafkaProducer  # only this path needs Kafka
-
-    from streams.kafka.client import started as client_started
-
-    await create_if_missing(bootstrap, topic, partitions, security)
-
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        linger_ms=20,
-        acks="all",
-        max_request_size=4 * 1024 * 1024,
-        **security.aiokafka_kwargs(),
+    return await send_to_topic(
+        bootstrap,
+        topic,
+        records,
+        partitions=partitions,
+        security=security,
+        progress=progress,
+        producer={"linger_ms": 20, "max_request_size": 4 * 1024 * 1024},
+        start_timeout=30.0,
+        rate=rate if realtime else 0.0,
     )
-    async with client_started(producer, 30.0):
-        return await send_counted(producer, topic, records, progress, rate=rate if realtime else 0.0)
 
 
 __all__ = ["publish", "register", "run", "write_lines"]
